@@ -1,0 +1,24 @@
+"""Label, annotation and name constants (Kubeflow v1 + Volcano spellings)."""
+
+LABEL_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+LABEL_REPLICA_TYPE = "training.kubeflow.org/replica-type"
+LABEL_OPERATOR_NAME = "training.kubeflow.org/operator-name"
+LABEL_JOB_NAME = "training.kubeflow.org/job-name"
+LABEL_JOB_ROLE = "training.kubeflow.org/job-role"
+
+ANNOTATION_GROUP_NAME = "scheduling.k8s.io/group-name"
+ANNOTATION_TASK_SPEC = "volcano.sh/task-spec"
+ANNOTATION_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+# Local runtime (embedded mode): the local network writes these on Services.
+ANNOTATION_ADDRESS = "phalanx.dev/address"        # the service's (= its pod's) loopback IP
+ANNOTATION_HOST_PORTS = "phalanx.dev/host-ports"  # JSON {"<port name>": <effective host port>}
+
+SCHEDULER_NAME = "volcano"
+DEFAULT_QUEUE = "default"
+ROOT_QUEUE = "root"
+DEFAULT_NAMESPACE = "default"
+
+KUBEFLOW_GROUP = "kubeflow.org"
+KUBEFLOW_VERSION = "kubeflow.org/v1"
+VOLCANO_VERSION = "scheduling.volcano.sh/v1beta1"

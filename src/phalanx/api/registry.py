@@ -1,0 +1,73 @@
+"""The resource types Phalanx serves: one table shared by store, server and CLI.
+
+Admission (defaulting + validation) for each kind lives in
+``phalanx.api.admission``; this module only knows names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    kind: str
+    api_version: str  # "v1" or "group/version"
+    plural: str
+    singular: str
+    namespaced: bool = True
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    has_status: bool = True  # status written apart from spec (status subresource semantics)
+
+    @property
+    def group(self) -> str:
+        return self.api_version.split("/")[0] if "/" in self.api_version else ""
+
+    @property
+    def version(self) -> str:
+        return self.api_version.split("/")[-1]
+
+
+RESOURCES: tuple[ResourceType, ...] = (
+    ResourceType("Namespace", "v1", "namespaces", "namespace", namespaced=False, short_names=("ns",)),
+    ResourceType("Node", "v1", "nodes", "node", namespaced=False, short_names=("no",)),
+    ResourceType("Pod", "v1", "pods", "pod", short_names=("po",), categories=("all",)),
+    ResourceType("Service", "v1", "services", "service", short_names=("svc",), categories=("all",)),
+    ResourceType("Event", "v1", "events", "event", short_names=("ev",), has_status=False),
+    ResourceType("PyTorchJob", "kubeflow.org/v1", "pytorchjobs", "pytorchjob", categories=("all", "kubeflow")),
+    ResourceType("TFJob", "kubeflow.org/v1", "tfjobs", "tfjob", categories=("all", "kubeflow")),
+    # Volcano's PodGroup CRD has no status subresource: the scheduler writes the whole object.
+    ResourceType("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups", "podgroup",
+                 short_names=("pg", "podgroup-v1beta1"), has_status=False),
+    ResourceType("Queue", "scheduling.volcano.sh/v1beta1", "queues", "queue", namespaced=False,
+                 short_names=("q", "queue-v1beta1")),
+)
+
+_BY_KIND = {r.kind: r for r in RESOURCES}
+JOB_KINDS = ("PyTorchJob", "TFJob")
+
+
+def by_kind(kind: str) -> ResourceType:
+    try:
+        return _BY_KIND[kind]
+    except KeyError:
+        raise KeyError(f"unknown kind {kind!r}") from None
+
+
+def lookup(name: str) -> ResourceType | None:
+    """Resolve what a user types (kind, plural, singular, short name, any case,
+    optionally ``plural.group``) to a resource type, like kubectl does."""
+    n = name.strip().lower()
+    group = None
+    if "." in n:
+        n, group = n.split(".", 1)
+    for r in RESOURCES:
+        if group and r.group != group and not r.group.startswith(group):
+            continue
+        if n in (r.kind.lower(), r.plural, r.singular) or n in r.short_names:
+            return r
+    return None
+
+
+def all_kinds() -> list[str]:
+    return [r.kind for r in RESOURCES]
