@@ -13,6 +13,9 @@ ANNOTATION_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # Local runtime (embedded mode): the local network writes these on Services.
 ANNOTATION_ADDRESS = "phalanx.dev/address"        # the service's (= its pod's) loopback IP
 ANNOTATION_HOST_PORTS = "phalanx.dev/host-ports"  # JSON {"<port name>": <effective host port>}
+# Set by the job controller on the pods a finished job keeps (S5): the node
+# agent then treats the pod's restartPolicy as Never, so they run to their end.
+ANNOTATION_NO_RESTART = "phalanx.dev/no-restart"
 
 SCHEDULER_NAME = "volcano"
 DEFAULT_QUEUE = "default"

@@ -1,0 +1,26 @@
+"""Framework plugins, one per job kind (DESIGN.md "frameworks/").
+
+Adding a kind means adding a module with a ``Framework`` subclass and one line
+in ``FRAMEWORKS``; the job reconciler does not change.
+"""
+from __future__ import annotations
+
+from .base import Addressing, Framework, ReplicaState
+from .pytorch import PyTorchFramework
+from .tensorflow import TensorFlowFramework
+
+FRAMEWORKS: dict[str, Framework] = {
+    "PyTorchJob": PyTorchFramework(),
+    "TFJob": TensorFlowFramework(),
+}
+
+
+def get_framework(kind: str) -> Framework:
+    try:
+        return FRAMEWORKS[kind]
+    except KeyError:
+        raise KeyError(f"no framework for kind {kind!r}; known: {', '.join(sorted(FRAMEWORKS))}") from None
+
+
+__all__ = ["Addressing", "FRAMEWORKS", "Framework", "ReplicaState", "get_framework",
+           "PyTorchFramework", "TensorFlowFramework"]

@@ -1,0 +1,15 @@
+"""Actions run in order in every session; each only asks the session (never a plugin)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from . import allocate, backfill, enqueue
+
+if TYPE_CHECKING:
+    from ..framework import Session
+
+ACTIONS: dict[str, Callable[["Session"], None]] = {
+    "enqueue": enqueue.execute,
+    "allocate": allocate.execute,
+    "backfill": backfill.execute,
+}

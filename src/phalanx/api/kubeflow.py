@@ -1,0 +1,362 @@
+"""kubeflow.org/v1 PyTorchJob and TFJob (training operator v1.9 field set).
+
+Per-kind constants (replica types, default container name and port, default
+restartPolicy, webhook name) live in ``FRAMEWORKS``, the one table defaulting
+and validation read (reference/kubeflow-v1.md §1.3). The functions below work
+on the JSON-shaped dict after the models have parsed it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ConfigDict
+
+from .core import PodTemplateSpec, default_container_ports
+from .errors import FieldError
+from .meta import (
+    FreeDict,
+    Int32,
+    Int64,
+    K8sModel,
+    ObjectMeta,
+    ResourceList,
+    Time,
+    is_dns1035_label,
+    name_is_dns1035_label,
+)
+
+RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode", ""]  # "" = unset: defaulted per kind
+CleanPodPolicy = Literal["All", "Running", "None"]
+
+MANAGED_BY_TRAINING_OPERATOR = "kubeflow.org/training-operator"
+MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+SUPPORTED_MANAGED_BY = (MANAGED_BY_TRAINING_OPERATOR, MANAGED_BY_MULTIKUEUE)
+
+
+class SchedulingPolicy(K8sModel):
+    min_available: Int32 | None = None
+    queue: str | None = None
+    min_resources: ResourceList | None = None
+    priority_class: str | None = None
+    schedule_timeout_seconds: Int32 | None = None
+
+
+class RunPolicy(K8sModel):
+    clean_pod_policy: CleanPodPolicy | None = None
+    ttl_seconds_after_finished: Int32 | None = None
+    active_deadline_seconds: Int64 | None = None
+    backoff_limit: Int32 | None = None
+    scheduling_policy: SchedulingPolicy | None = None
+    suspend: bool | None = None
+    managed_by: str | None = None
+
+
+class ReplicaSpec(K8sModel):
+    replicas: Int32 | None = None
+    template: PodTemplateSpec | None = None
+    restart_policy: RestartPolicy | None = None
+
+
+class RDZVConf(K8sModel):
+    key: str | None = None
+    value: str | None = None
+
+
+class ElasticPolicy(K8sModel):
+    min_replicas: Int32 | None = None
+    max_replicas: Int32 | None = None
+    rdzv_backend: str | None = None  # c10d | etcd | etcd-v2
+    rdzv_port: Int32 | None = None
+    rdzv_host: str | None = None
+    rdzv_id: str | None = None
+    rdzv_conf: list[RDZVConf] | None = None
+    standalone: bool | None = None
+    n_proc_per_node: Int32 | None = None  # deprecated since v1.7: use spec.nprocPerNode
+    max_restarts: Int32 | None = None
+    metrics: list[FreeDict] | None = None  # autoscaling/v2 MetricSpec
+
+
+class PyTorchJobSpec(K8sModel):
+    run_policy: RunPolicy | None = None
+    elastic_policy: ElasticPolicy | None = None
+    pytorch_replica_specs: dict[str, ReplicaSpec]
+    nproc_per_node: str | None = None  # auto | cpu | gpu | an integer
+
+
+class TFJobSpec(K8sModel):
+    run_policy: RunPolicy | None = None
+    success_policy: Literal["", "AllWorkers"] | None = None
+    tf_replica_specs: dict[str, ReplicaSpec]
+    enable_dynamic_worker: bool | None = None
+
+
+class JobCondition(K8sModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_update_time: Time | None = None
+    last_transition_time: Time | None = None
+
+
+class ReplicaStatus(K8sModel):
+    model_config = ConfigDict(extra="allow")
+
+    active: Int32 | None = None
+    succeeded: Int32 | None = None
+    failed: Int32 | None = None
+    label_selector: FreeDict | None = None
+    selector: str | None = None
+
+
+class JobStatus(K8sModel):
+    """The training operator's JobStatus, for typed reading. Jobs accept any
+    ``status`` dict (the controller owns it and may add counters, S2)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    conditions: list[JobCondition] | None = None
+    replica_statuses: dict[str, ReplicaStatus] | None = None
+    start_time: Time | None = None
+    completion_time: Time | None = None
+    last_reconcile_time: Time | None = None
+
+
+class PyTorchJob(K8sModel):
+    api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
+    kind: Literal["PyTorchJob"] = "PyTorchJob"
+    metadata: ObjectMeta | None = None
+    spec: PyTorchJobSpec | None = None
+    status: dict[str, Any] | None = None
+
+
+class TFJob(K8sModel):
+    api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
+    kind: Literal["TFJob"] = "TFJob"
+    metadata: ObjectMeta | None = None
+    spec: TFJobSpec | None = None
+    status: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Framework:
+    """What differs between job kinds (reference/kubeflow-v1.md §1.3)."""
+
+    kind: str
+    replica_specs_field: str  # "pytorchReplicaSpecs"
+    replica_types: tuple[str, ...]  # canonical spelling, in validation order
+    container_name: str
+    port_name: str
+    port: int
+    restart_policy: str
+    webhook: str  # name of the validating webhook, as the apiserver quotes it
+    any_replica_type: bool = False  # TFJob's webhook accepts any key; PyTorchJob's only its own
+
+    def replica_order(self, keys: list[str]) -> list[str]:
+        """Known replica types first (in this table's order), then the rest sorted:
+        a fixed order, so error lists and plans never depend on map order."""
+        known = [t for t in self.replica_types if t in keys]
+        return known + sorted(k for k in keys if k not in self.replica_types)
+
+
+PYTORCH = Framework(
+    kind="PyTorchJob", replica_specs_field="pytorchReplicaSpecs", replica_types=("Master", "Worker"),
+    container_name="pytorch", port_name="pytorchjob-port", port=23456, restart_policy="OnFailure",
+    webhook="validator.pytorchjob.training-operator.kubeflow.org",
+)
+TENSORFLOW = Framework(
+    kind="TFJob", replica_specs_field="tfReplicaSpecs",
+    replica_types=("Chief", "Evaluator", "Master", "PS", "Worker"),
+    container_name="tensorflow", port_name="tfjob-port", port=2222, restart_policy="Never",
+    webhook="validator.tfjob.training-operator.kubeflow.org", any_replica_type=True,
+)
+FRAMEWORKS: dict[str, Framework] = {f.kind: f for f in (PYTORCH, TENSORFLOW)}
+
+
+# --- defaulting (S1: applied at admission and stored) ------------------------------
+
+DEFAULT_NPROC_PER_NODE = "auto"
+
+
+def _canonical_replica_keys(specs: dict[str, Any], fw: Framework) -> dict[str, Any]:
+    """``worker`` -> ``Worker`` (setTypeNameToCamelCase), keeping the order.
+    A key whose canonical spelling is also present is left as written, for
+    validation to refuse."""
+    out: dict[str, Any] = {}
+    for key, rs in specs.items():
+        canon = next((t for t in fw.replica_types if t.lower() == key.lower()), key)
+        if canon != key and canon in specs:
+            canon = key
+        out[canon] = rs
+    return out
+
+
+def _default_port(replica: dict[str, Any], fw: Framework) -> None:
+    """setDefaultPort: the default container (by name, else the first) gets the
+    framework's port unless it already has a port of that *name*."""
+    containers = ((replica.get("template") or {}).get("spec") or {}).get("containers") or []
+    if not containers:
+        return
+    target = next((c for c in containers if c.get("name") == fw.container_name), containers[0])
+    ports = target.setdefault("ports", [])
+    if not any(p.get("name") == fw.port_name for p in ports):
+        ports.append({"name": fw.port_name, "containerPort": fw.port, "protocol": "TCP"})
+
+
+def default_job(job: dict[str, Any], fw: Framework) -> None:
+    """SetDefaults_<Kind> of reference/kubeflow-v1.md §1.3, plus the CRD's
+    ``runPolicy.suspend: false``. schedulingPolicy is never invented: the
+    PodGroup carries the queue default."""
+    spec = job.get("spec")
+    if spec is None:
+        return  # nothing to default; validation says what is missing
+    run_policy = spec.setdefault("runPolicy", {})
+    run_policy.setdefault("cleanPodPolicy", "None")
+    run_policy.setdefault("suspend", False)
+    specs = spec.get(fw.replica_specs_field)
+    if specs:
+        specs = spec[fw.replica_specs_field] = _canonical_replica_keys(specs, fw)
+        for replica in specs.values():
+            replica.setdefault("replicas", 1)
+            if not replica.get("restartPolicy"):
+                replica["restartPolicy"] = fw.restart_policy
+            _default_port(replica, fw)
+            template_spec = (replica.get("template") or {}).get("spec")
+            if template_spec:
+                default_container_ports(template_spec)
+    if fw is PYTORCH:
+        _default_pytorch(spec)
+    elif fw is TENSORFLOW:
+        spec.setdefault("successPolicy", "")
+
+
+def _default_pytorch(spec: dict[str, Any]) -> None:
+    elastic = spec.get("elasticPolicy")
+    if elastic is not None:  # setElasticPolicy
+        lo, hi = elastic.get("minReplicas"), elastic.get("maxReplicas")
+        if lo is not None and hi is None:
+            elastic["maxReplicas"] = lo
+        elif hi is not None and lo is None:
+            elastic["minReplicas"] = hi
+        elif lo is None and hi is None:
+            worker = (spec.get("pytorchReplicaSpecs") or {}).get("Worker")
+            if worker is not None:  # the original reads only the Worker's replicas (issue #2277)
+                elastic["minReplicas"] = elastic["maxReplicas"] = worker.get("replicas", 1)
+    if (elastic is None or elastic.get("nProcPerNode") is None) and spec.get("nprocPerNode") is None:
+        spec["nprocPerNode"] = DEFAULT_NPROC_PER_NODE  # setDefaultNprocPerNode
+
+
+# --- validation -----------------------------------------------------------------------
+
+def validate_job_schema(job: dict[str, Any], old: dict[str, Any] | None, fw: Framework) -> list[FieldError]:
+    """What the apiserver itself refuses (CRD schema and CEL), before any webhook:
+    the immutable ``schedulingPolicy.queue`` (rule ``self == oldSelf``, checked
+    only when both old and new set it), and Phalanx's own rules on replica
+    types (they become parts of pod names)."""
+    errs: list[FieldError] = []
+    spec = job.get("spec") or {}
+    if old is not None:
+        new_q = _get(spec, "runPolicy", "schedulingPolicy", "queue")
+        old_q = _get(old, "spec", "runPolicy", "schedulingPolicy", "queue")
+        if new_q is not None and old_q is not None and new_q != old_q:
+            errs.append(FieldError("spec.runPolicy.schedulingPolicy.queue", "Invalid",
+                                   "spec.runPolicy.schedulingPolicy.queue is immutable", "string"))
+    specs = spec.get(fw.replica_specs_field) or {}
+    base = f"spec.{fw.replica_specs_field}"
+    lowered: dict[str, str] = {}
+    for rtype in fw.replica_order(list(specs)):
+        path = f"{base}[{rtype}]"
+        low = rtype.lower()
+        if low in lowered:
+            errs.append(FieldError(path, "Duplicate", value=rtype))
+            continue
+        lowered[low] = rtype
+        if fw.any_replica_type and is_dns1035_label(low):
+            errs.append(FieldError(path, "Invalid",
+                                   "a replica type, lower-cased, names pods and services: it must be a DNS-1035 "
+                                   "label of lower case alphanumeric characters or '-', start with an alphabetic "
+                                   "character and end with an alphanumeric character", rtype))
+        replicas = specs[rtype].get("replicas")
+        if replicas is not None and replicas < 0:
+            errs.append(FieldError(f"{path}.replicas", "Invalid", "must be greater than or equal to 0", replicas))
+    return errs
+
+
+def validate_job_webhook(job: dict[str, Any], old: dict[str, Any] | None, fw: Framework,
+                         warnings: list[str] | None = None) -> list[FieldError]:
+    """The training operator's validating webhook (reference §2.1–2.3), on
+    the defaulted object. Replica types are checked in ``fw.replica_order``.
+    managedBy is immutable for every kind (the original's PyTorch webhook
+    compared the new object with itself; not reproduced)."""
+    errs: list[FieldError] = []
+    name = (job.get("metadata") or {}).get("name") or ""
+    if name:  # a generateName job is named by the store; its prefix was checked already
+        msgs = name_is_dns1035_label(name)
+        if msgs:
+            errs.append(FieldError("metadata.name", "Invalid", "should match: " + ",".join(msgs), name))
+    spec = job.get("spec") or {}
+    run_policy = spec.get("runPolicy") or {}
+    if old is not None:
+        old_mb = _get(old, "spec", "runPolicy", "managedBy")
+        new_mb = run_policy.get("managedBy")
+        if old_mb != new_mb:
+            errs.append(FieldError("spec.runPolicy.managedBy", "Invalid", "field is immutable", new_mb))
+    mb = run_policy.get("managedBy")
+    if mb is not None and mb not in SUPPORTED_MANAGED_BY:
+        errs.append(FieldError("spec.runPolicy.managedBy", "NotSupported", value=mb,
+                               supported=tuple(sorted(SUPPORTED_MANAGED_BY))))
+    base = f"spec.{fw.replica_specs_field}"
+    specs = spec.get(fw.replica_specs_field)
+    if fw is PYTORCH:
+        elastic = spec.get("elasticPolicy")
+        if elastic is not None:
+            if "Worker" not in (specs or {}):
+                errs.append(FieldError(f"{base}[Worker]", "Required", "must be configured if elastic policy is used"))
+            if elastic.get("nProcPerNode") is not None:
+                if warnings is not None:
+                    warnings.append("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead")
+                if spec.get("nprocPerNode") is not None:
+                    errs.append(FieldError("spec.elasticPolicy.nProcPerNode", "Forbidden",
+                                           "must not be used with spec.nprocPerNode"))
+    if not specs:  # nil in the original; an empty map is refused too (a job with no replicas)
+        errs.append(FieldError(base, "Required", "must be required"))
+        return errs
+    chief_or_master = 0
+    for rtype in fw.replica_order(list(specs)):
+        replica = specs[rtype]
+        path = f"{base}[{rtype}]"
+        containers_path = f"{path}.template.spec.containers"
+        containers = ((replica.get("template") or {}).get("spec") or {}).get("containers") or []
+        if not containers:
+            errs.append(FieldError(containers_path, "Required", "must be specified"))
+        if not fw.any_replica_type and rtype not in fw.replica_types:
+            errs.append(FieldError(path, "NotSupported", value=rtype, supported=fw.replica_types))
+        if rtype in ("Chief", "Master"):
+            chief_or_master += 1
+        for i, c in enumerate(containers):
+            if not c.get("image"):
+                errs.append(FieldError(f"{containers_path}[{i}].image", "Required", "must be required"))
+        if not any(c.get("name") == fw.container_name for c in containers):
+            errs.append(FieldError(containers_path, "Required",
+                                   f"must have at least one container with name {fw.container_name}"))
+        if fw is PYTORCH:
+            replicas = replica.get("replicas")
+            if rtype == "Master" and replicas != 1:
+                errs.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
+            if rtype == "Worker" and replicas is not None and replicas < 1:
+                errs.append(FieldError(f"{path}.replicas", "Forbidden", "must be at least 1"))
+    if fw is TENSORFLOW and chief_or_master > 1:
+        errs.append(FieldError(base, "Forbidden", "must not have more than 1 Chief or Master role"))
+    return errs
+
+
+def _get(d: Any, *keys: str) -> Any:
+    """d[k1][k2]... or None when any level is missing or not a mapping."""
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d

@@ -1,0 +1,500 @@
+"""`phalanx`: the command line, kubectl-shaped.
+
+Every command talks to a control plane over its HTTP API (see
+``controlplane.py``). ``run`` starts an embedded one in-process when none is up.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+import yaml
+from rich.console import Console
+
+from ..api import registry
+from ..api.errors import AlreadyExists, ApiError, Forbidden, Invalid, NotFound
+from ..clock import Clock
+from . import printers
+from .controlplane import (
+    ServedCluster, home as phalanx_home_dir, read_endpoint, serve_forever, start_daemon, stop_daemon,
+)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Run Kubeflow training jobs, gang-scheduled, on this machine.")
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
+
+EXIT_INVALID = 2
+
+
+# ---------------------------------------------------------------- helpers
+
+def _fail(msg: str, code: int = 1) -> None:
+    err.print(msg, markup=False)
+    raise typer.Exit(code)
+
+
+def _api_error_text(e: ApiError, verb: str | None = None, source: str | None = None) -> str:
+    where = f'error when {verb} "{source}": ' if verb and source else ""
+    return f"Error from server ({e.reason}): {where}{e.message}"
+
+
+def _connect():
+    from ..client.http import HttpClient
+
+    home = phalanx_home_dir()
+    ep = read_endpoint(home)
+    if ep is None:
+        _fail("error: no Phalanx control plane is running; start one with `phalanx up` "
+              "(or run a job with `phalanx run FILE`)")
+    return HttpClient(ep.url, ep.token)
+
+
+def _resource(kind_name: str) -> registry.ResourceType:
+    rt = registry.lookup(kind_name)
+    if rt is None:
+        _fail(f'error: the server doesn\'t have a resource type "{kind_name}"')
+    return rt
+
+
+def _ref(obj: dict) -> str:
+    rt = registry.by_kind(obj["kind"])
+    prefix = rt.singular + (f".{rt.group}" if rt.group else "")
+    return f"{prefix}/{obj.get('metadata', {}).get('name', '')}"
+
+
+def _load_and_check(path: str, namespace: str | None) -> list[dict]:
+    """Parse, default and validate every document before anything is sent, so
+    a bad file changes nothing (exit 2 with the field and the rule)."""
+    from ..api.admission import admit
+    from ..api.manifest import load_manifests
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as e:
+        _fail(f"error: cannot read {path}: {e.strerror}", EXIT_INVALID)
+    try:
+        docs = load_manifests(text, source=path)
+    except ApiError as e:
+        _fail(f"error: {e.message}", EXIT_INVALID)
+    if not docs:
+        _fail(f"error: no objects passed to apply (file {path} is empty)", EXIT_INVALID)
+    failed = False
+    for d in docs:
+        if namespace and registry.lookup(d.get("kind", "")) and registry.by_kind(d["kind"]).namespaced:
+            d.setdefault("metadata", {}).setdefault("namespace", namespace)
+        try:
+            admit(json.loads(json.dumps(d)))
+        except ApiError as e:
+            err.print(_api_error_text(e, "creating", path), markup=False)
+            failed = True
+    if failed:
+        raise typer.Exit(EXIT_INVALID)
+    return docs
+
+
+async def _apply_one(client, doc: dict) -> str:
+    """kubectl-apply-like: create, or update the spec/labels/annotations."""
+    rt = registry.by_kind(doc["kind"])
+    md = doc.get("metadata", {})
+    ns = md.get("namespace") or ("default" if rt.namespaced else None)
+    if rt.namespaced:
+        md["namespace"] = ns
+    try:
+        cur = await client.get(doc["kind"], md["name"], ns)
+    except NotFound:
+        await client.create(doc)
+        return "created"
+    new = dict(cur)
+    new_md = dict(cur["metadata"])
+    for k in ("labels", "annotations"):
+        if k in md:
+            new_md[k] = md[k]
+    new["metadata"] = new_md
+    for k, v in doc.items():
+        if k not in ("metadata", "status", "apiVersion", "kind"):
+            new[k] = v
+    from ..api.admission import admit
+
+    if admit(json.loads(json.dumps(new)), cur) == admit(json.loads(json.dumps(cur)), cur):
+        return "unchanged"
+    await client.update(new)
+    return "configured"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _print_table(kind: str, objs: list[dict], wide: bool, all_ns: bool) -> None:
+    headers = printers.columns(kind, wide)
+    rows = [printers.row(o, kind, wide, _now()) for o in objs]
+    if all_ns:
+        headers = ["NAMESPACE", *headers]
+        rows = [[o.get("metadata", {}).get("namespace", ""), *r] for o, r in zip(objs, rows)]
+    out.print(printers.format_table(headers, rows), markup=False)
+
+
+def _dump(obj: Any, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(obj, indent=4)
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+
+
+# ---------------------------------------------------------------- control plane
+
+@app.command()
+def up(port: int = typer.Option(0, help="TCP port on 127.0.0.1 (0: any free port)")) -> None:
+    """Start a background control plane (state in $PHALANX_HOME)."""
+    home = phalanx_home_dir()
+    ep = read_endpoint(home)
+    if ep is not None:
+        out.print(f"control plane already running (pid {ep.pid}) at {ep.url}", markup=False)
+        return
+    try:
+        ep = start_daemon(home, port)
+    except RuntimeError as e:
+        _fail(f"error: {e}")
+    out.print(f"control plane running (pid {ep.pid}) at {ep.url}; state in {home}", markup=False)
+
+
+@app.command()
+def down() -> None:
+    """Stop the background control plane (its pods are stopped too)."""
+    if stop_daemon(phalanx_home_dir()):
+        out.print("control plane stopped", markup=False)
+    else:
+        out.print("no control plane running", markup=False)
+
+
+@app.command(hidden=True)
+def serve(port: int = typer.Option(0)) -> None:
+    """Run the control plane in the foreground (used by `up`)."""
+    asyncio.run(serve_forever(phalanx_home_dir(), port))
+
+
+# ---------------------------------------------------------------- objects
+
+@app.command()
+def apply(
+    filename: str = typer.Option(..., "-f", "--filename", help="manifest file, or - for stdin"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the defaulted, validated objects; send nothing"),
+) -> None:
+    """Create or update the objects of a manifest file."""
+    docs = _load_and_check(filename, namespace)
+    if dry_run:
+        from ..api.admission import admit
+
+        for d in docs:
+            out.print("---\n" + _dump(admit(d), "yaml"), markup=False, end="")
+        return
+
+    async def go() -> None:
+        client = _connect()
+        try:
+            for d in docs:
+                try:
+                    verb = await _apply_one(client, d)
+                except ApiError as e:
+                    _fail(_api_error_text(e, "creating", filename), EXIT_INVALID if e.code in (400, 403, 422) else 1)
+                out.print(f"{_ref(d)} {verb}", markup=False)
+        finally:
+            await client.close()
+
+    asyncio.run(go())
+
+
+@app.command()
+def get(
+    kind: str = typer.Argument(..., help="pytorchjob, tfjob, podgroup/pg, queue/q, pod/po, node/no, service/svc, event/ev"),
+    name: Optional[str] = typer.Argument(None),
+    watch: bool = typer.Option(False, "-w", "--watch"),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="wide|yaml|json"),
+    namespace: str = typer.Option("default", "-n", "--namespace"),
+    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
+    selector: Optional[str] = typer.Option(None, "-l", "--selector"),
+) -> None:
+    """List objects, kubectl style."""
+    rt = _resource(kind)
+    if output not in (None, "wide", "yaml", "json"):
+        _fail(f'error: unable to match a printer suitable for the output format "{output}", '
+              "allowed formats are: json,wide,yaml")
+    wide = output == "wide"
+    ns = None if (all_namespaces or not rt.namespaced) else namespace
+
+    async def go() -> None:
+        client = _connect()
+        try:
+            if name:
+                try:
+                    objs = [await client.get(rt.kind, name, ns)]
+                except NotFound as e:
+                    _fail(_api_error_text(e))
+                rv = objs[0]["metadata"].get("resourceVersion")
+            else:
+                lst = await client.list(rt.kind, ns, label_selector=selector)
+                objs, rv = lst.items, lst.resource_version
+            if output in ("yaml", "json"):
+                if name:
+                    out.print(_dump(objs[0], output), markup=False, end="")
+                else:
+                    out.print(_dump({"apiVersion": "v1", "kind": "List", "items": objs,
+                                     "metadata": {"resourceVersion": ""}}, output), markup=False, end="")
+            elif objs:
+                _print_table(rt.kind, objs, wide, all_namespaces and rt.namespaced)
+            elif not watch:
+                where = f" in {namespace} namespace" if rt.namespaced and not all_namespaces else ""
+                err.print(f"No resources found{where}.", markup=False)
+            if watch:
+                from .runner import WatchPrinter
+
+                wp = WatchPrinter(out, wide=wide, kind_prefix=False, header=not objs)
+                async for ev in client.watch(rt.kind, ns, resource_version=rv):
+                    if ev.type == "BOOKMARK":
+                        continue
+                    if name and ev.object.get("metadata", {}).get("name") != name:
+                        continue
+                    wp.print(ev.object, deleted=ev.type == "DELETED")
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def describe(
+    kind: str = typer.Argument(...),
+    name: str = typer.Argument(...),
+    namespace: str = typer.Option("default", "-n", "--namespace"),
+) -> None:
+    """Show an object in detail, with its events (and, for a waiting job, why)."""
+    from . import describe as describe_mod
+
+    rt = _resource(kind)
+    ns = namespace if rt.namespaced else None
+
+    async def go() -> None:
+        client = _connect()
+        try:
+            try:
+                obj = await client.get(rt.kind, name, ns)
+            except NotFound as e:
+                _fail(_api_error_text(e))
+            related: dict[str, Any] = {}
+            fs = f"involvedObject.name={name},involvedObject.kind={rt.kind}"
+            related["events"] = (await client.list("Event", ns or "default", field_selector=fs)).items
+            if rt.kind in registry.JOB_KINDS:
+                try:
+                    pg = await client.get("PodGroup", name, ns)
+                    related["podgroup"] = pg
+                    fs = f"involvedObject.name={name},involvedObject.kind=PodGroup"
+                    related["events"] += (await client.list("Event", ns, field_selector=fs)).items
+                except NotFound:
+                    pass
+            related["events"].sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+            out.print(describe_mod.describe(obj, related), markup=False)
+        finally:
+            await client.close()
+
+    asyncio.run(go())
+
+
+@app.command()
+def logs(
+    pod: str = typer.Argument(...),
+    container: Optional[str] = typer.Option(None, "-c", "--container"),
+    follow: bool = typer.Option(False, "-f", "--follow"),
+    previous: bool = typer.Option(False, "-p", "--previous"),
+    tail: Optional[int] = typer.Option(None, "--tail"),
+    namespace: str = typer.Option("default", "-n", "--namespace"),
+) -> None:
+    """Print a pod's container log."""
+
+    async def go() -> None:
+        client = _connect()
+        try:
+            async for chunk in client.logs(namespace, pod, container=container, follow=follow,
+                                           tail=tail, previous=previous):
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.buffer.flush()
+        except ApiError as e:
+            _fail(_api_error_text(e))
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def delete(
+    kind: Optional[str] = typer.Argument(None),
+    name: Optional[str] = typer.Argument(None),
+    filename: Optional[str] = typer.Option(None, "-f", "--filename"),
+    namespace: str = typer.Option("default", "-n", "--namespace"),
+) -> None:
+    """Delete objects by file or by kind and name (dependents are garbage-collected)."""
+    targets: list[tuple[registry.ResourceType, str, str | None]] = []
+    if filename:
+        from ..api.manifest import load_manifests
+
+        try:
+            docs = load_manifests(Path(filename).read_text(), source=filename)
+        except (OSError, ApiError) as e:
+            _fail(f"error: {getattr(e, 'message', e)}", EXIT_INVALID)
+        for d in docs:
+            rt = _resource(d.get("kind", ""))
+            md = d.get("metadata") or {}
+            targets.append((rt, md.get("name", ""), (md.get("namespace") or namespace) if rt.namespaced else None))
+    elif kind and name:
+        rt = _resource(kind)
+        targets.append((rt, name, namespace if rt.namespaced else None))
+    else:
+        _fail("error: you must provide one or more resources by argument or filename", EXIT_INVALID)
+
+    async def go() -> int:
+        client = _connect()
+        code = 0
+        try:
+            for rt, n, ns in targets:
+                try:
+                    await client.delete(rt.kind, n, ns)
+                    out.print(f'{rt.singular}{"." + rt.group if rt.group else ""} "{n}" deleted', markup=False)
+                except ApiError as e:
+                    err.print(_api_error_text(e), markup=False)
+                    code = 1
+        finally:
+            await client.close()
+        return code
+
+    raise typer.Exit(asyncio.run(go()))
+
+
+@app.command()
+def patch(
+    kind: str = typer.Argument(...),
+    name: str = typer.Argument(...),
+    patch_body: str = typer.Option(..., "-p", "--patch", help="the patch, JSON or YAML"),
+    patch_type: str = typer.Option("merge", "--type", help="merge|json"),
+    namespace: str = typer.Option("default", "-n", "--namespace"),
+) -> None:
+    """Patch an object (e.g. a queue's capability)."""
+    rt = _resource(kind)
+    if patch_type not in ("merge", "json", "strategic"):
+        _fail(f'error: --type must be one of "json", "merge", not "{patch_type}"', EXIT_INVALID)
+    try:
+        body = yaml.safe_load(patch_body)
+    except yaml.YAMLError as e:
+        _fail(f"error: unable to parse the patch: {e}", EXIT_INVALID)
+
+    async def go() -> None:
+        client = _connect()
+        try:
+            await client.patch(rt.kind, name, namespace if rt.namespaced else None, body,
+                               patch_type="merge" if patch_type == "strategic" else patch_type)
+            out.print(f"{rt.singular}{'.' + rt.group if rt.group else ''}/{name} patched", markup=False)
+        except ApiError as e:
+            _fail(_api_error_text(e), EXIT_INVALID if e.code in (400, 403, 422) else 1)
+        finally:
+            await client.close()
+
+    asyncio.run(go())
+
+
+@app.command()
+def edit(
+    kind: str = typer.Argument(...),
+    name: str = typer.Argument(...),
+    namespace: str = typer.Option("default", "-n", "--namespace"),
+) -> None:
+    """Edit an object in $EDITOR (spec, labels, annotations)."""
+    rt = _resource(kind)
+    ns = namespace if rt.namespaced else None
+
+    async def fetch() -> dict:
+        client = _connect()
+        try:
+            return await client.get(rt.kind, name, ns)
+        except ApiError as e:
+            _fail(_api_error_text(e))
+        finally:
+            await client.close()
+
+    obj = asyncio.run(fetch())
+    text = _dump(obj, "yaml")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+        path = f.name
+    try:
+        editor = os.environ.get("KUBE_EDITOR") or os.environ.get("EDITOR") or "vi"
+        subprocess.call([*shlex.split(editor), path])
+        new_text = Path(path).read_text()
+    finally:
+        os.unlink(path)
+    if new_text == text:
+        out.print("Edit cancelled, no changes made.", markup=False)
+        return
+    try:
+        new = yaml.safe_load(new_text)
+    except yaml.YAMLError as e:
+        _fail(f"error: the edited file is not valid YAML: {e}", EXIT_INVALID)
+    if not isinstance(new, dict):
+        _fail("error: the edited file must hold one object", EXIT_INVALID)
+
+    async def save() -> None:
+        client = _connect()
+        try:
+            await client.update(new)
+            out.print(f"{rt.singular}{'.' + rt.group if rt.group else ''}/{name} edited", markup=False)
+        except ApiError as e:
+            _fail(_api_error_text(e), EXIT_INVALID if e.code in (400, 403, 422) else 1)
+        finally:
+            await client.close()
+
+    asyncio.run(save())
+
+
+# ---------------------------------------------------------------- run
+
+@app.command()
+def run(
+    filename: str = typer.Argument(..., help="a manifest with one training job (and optionally queues)"),
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
+    timeout: Optional[float] = typer.Option(None, help="give up after this many seconds (exit 1)"),
+) -> None:
+    """Apply a job, stream its job / PodGroup / pod rows, exit 0 on Succeeded, 1 on Failed."""
+    docs = _load_and_check(filename, namespace)
+    jobs = [d for d in docs if d.get("kind") in registry.JOB_KINDS]
+    if len(jobs) != 1:
+        _fail(f"error: {filename} must contain exactly one training job ({', '.join(registry.JOB_KINDS)}); "
+              f"found {len(jobs)}", EXIT_INVALID)
+    from .runner import run_job
+
+    try:
+        code = asyncio.run(run_job(docs, jobs[0], filename, timeout, out, err))
+    except KeyboardInterrupt:
+        code = 130
+    raise typer.Exit(code)
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

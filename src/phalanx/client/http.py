@@ -1,0 +1,380 @@
+"""HttpClient: the object API over HTTP, speaking Kubernetes paths and Status errors.
+
+Talks to ``phalanx up`` (or any server with the same paths) through an
+aiohttp session, over TCP or a unix socket. Errors come back as the same
+``phalanx.api.errors`` exceptions a LocalClient raises, with the server's
+message kept word for word. ``watch`` reconnects by itself when the server
+ends a stream, resuming after the last resourceVersion it delivered.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.parse
+from typing import Any, AsyncIterator
+
+import aiohttp
+
+from ..api.errors import (
+    AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Forbidden, Gone, Invalid, NotFound, Unauthorized,
+)
+from ..api.registry import ResourceType, by_kind
+from .interface import Obj, ObjectList, WatchEvent
+
+_PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+_REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
+_STREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10, sock_read=None)
+_MAX_LINE = 64 * 1024 * 1024  # a watch event larger than this is refused
+
+_FIELD_KINDS = {
+    "FieldValueRequired": "Required", "FieldValueInvalid": "Invalid", "FieldValueForbidden": "Forbidden",
+    "FieldValueNotSupported": "NotSupported", "FieldValueDuplicate": "Duplicate", "FieldValueTooLong": "TooLong",
+    "FieldValueTooMany": "TooMany", "FieldValueTypeInvalid": "Invalid",
+}
+_BY_REASON: dict[str, type[ApiError]] = {
+    "NotFound": NotFound, "AlreadyExists": AlreadyExists, "Conflict": Conflict, "Invalid": Invalid,
+    "Expired": Gone, "Gone": Gone, "Forbidden": Forbidden, "Unauthorized": Unauthorized, "BadRequest": BadRequest,
+}
+_BY_CODE: dict[int, type[ApiError]] = {
+    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 422: Invalid,
+}
+
+
+def error_from_status(status: Any, http_code: int) -> ApiError:
+    """The ``phalanx.api.errors`` exception a ``Status`` body stands for, message kept."""
+    status = status if isinstance(status, dict) else {}
+    reason = status.get("reason") or ""
+    code = status.get("code") if isinstance(status.get("code"), int) else http_code
+    message = status.get("message")
+    if not isinstance(message, str) or not message:
+        message = f"the server responded with status {code}" + (f" ({reason})" if reason else "")
+    cls = _BY_REASON.get(reason) or _BY_CODE.get(code) or ApiError
+    err = cls.__new__(cls)
+    ApiError.__init__(err, message)
+    if cls is ApiError or err.code != code or (reason and err.reason != reason):
+        err.code = code
+        err.reason = reason or ApiError.reason
+    details = status.get("details") if isinstance(status.get("details"), dict) else {}
+    if isinstance(err, NotFound):
+        err.resource = str(details.get("kind") or "")
+        err.name = str(details.get("name") or "")
+    if isinstance(err, Invalid):
+        err.errors = [FieldError(str(c.get("field") or ""), _FIELD_KINDS.get(str(c.get("reason")), "Invalid"),
+                                 str(c.get("message") or ""))
+                      for c in details.get("causes") or [] if isinstance(c, dict)]
+    return err
+
+
+def _unavailable(e: Exception) -> ApiError:
+    err = ApiError(f"the server is not reachable: {e}")
+    err.code = 503
+    err.reason = "ServiceUnavailable"
+    return err
+
+
+def _label_selector(sel: str | dict[str, str] | None) -> str | None:
+    if sel is None:
+        return None
+    if isinstance(sel, dict):
+        return ",".join(f"{k}={v}" for k, v in sel.items()) or None
+    return sel or None
+
+
+def _rv_key(rv: str) -> tuple[int, int | str]:
+    return (0, int(rv)) if rv.isdigit() else (1, rv)
+
+
+class HttpClient:
+    """``phalanx.client.interface.Client`` over the Phalanx (Kubernetes-shaped) HTTP API.
+
+    ``base_url`` is ``http://127.0.0.1:<port>`` or ``http+unix://<quoted socket path>``
+    (what ``server.app.serve`` returns); ``unix_socket`` may also be given apart.
+    """
+
+    def __init__(self, base_url: str, token: str, unix_socket: str | None = None) -> None:
+        if base_url.startswith("http+unix://"):
+            unix_socket = unix_socket or urllib.parse.unquote(base_url[len("http+unix://"):])
+            base_url = "http://localhost"
+        self.base_url = base_url.rstrip("/")
+        self.unix_socket = unix_socket
+        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json",
+                         "User-Agent": "phalanx-client"}
+        self._session: aiohttp.ClientSession | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.UnixConnector(path=self.unix_socket) if self.unix_socket else None
+            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def __aenter__(self) -> "HttpClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    @staticmethod
+    def _rt(kind: str) -> ResourceType:
+        try:
+            return by_kind(kind)
+        except (KeyError, TypeError):
+            raise BadRequest(f'unknown kind "{kind}"') from None
+
+    def _path(self, rt: ResourceType, namespace: str | None, name: str | None = None,
+              subresource: str | None = None, collection_ns_required: bool = True) -> str:
+        prefix = f"/apis/{rt.api_version}" if rt.group else "/api/v1"
+        if rt.namespaced and namespace:
+            prefix += f"/namespaces/{urllib.parse.quote(namespace, safe='')}"
+        elif rt.namespaced and (name is not None or collection_ns_required):
+            resource = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+            raise BadRequest(f"a namespace is required for {resource}")
+        path = f"{prefix}/{rt.plural}"
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise BadRequest("a name is required")
+            path += f"/{urllib.parse.quote(name, safe='')}"
+        if subresource:
+            path += f"/{subresource}"
+        return self.base_url + path
+
+    async def _request(self, method: str, url: str, *, params: dict[str, str] | None = None,
+                       body: Any = None, content_type: str = "application/json") -> Any:
+        data = None
+        headers = {}
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+            headers["Content-Type"] = content_type
+        try:
+            async with self._get_session().request(method, url, params=params, data=data, headers=headers,
+                                                   timeout=_REQUEST_TIMEOUT) as resp:
+                raw = await resp.read()
+                if resp.status >= 400:
+                    raise self._error(resp.status, raw)
+                if not raw:
+                    return None
+                try:
+                    return json.loads(raw)
+                except ValueError:
+                    raise ApiError(f"the server sent a response that is not JSON (status {resp.status})") from None
+        except aiohttp.ClientError as e:
+            raise _unavailable(e) from None
+        except TimeoutError as e:
+            raise _unavailable(e) from None
+
+    @staticmethod
+    def _error(http_status: int, raw: bytes) -> ApiError:
+        try:
+            status = json.loads(raw) if raw else None
+        except ValueError:
+            status = None
+        if not isinstance(status, dict):
+            text = raw.decode("utf-8", "replace").strip()[:500]
+            status = {"message": text or None}
+        return error_from_status(status, http_status)
+
+    # ------------------------------------------------------------------ Client
+
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
+        rt = self._rt(kind)
+        return await self._request("GET", self._path(rt, namespace, name))
+
+    async def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | dict[str, str] | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        rt = self._rt(kind)
+        params = {}
+        ls = _label_selector(label_selector)
+        if ls:
+            params["labelSelector"] = ls
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        body = await self._request("GET", self._path(rt, namespace, collection_ns_required=False), params=params)
+        body = body if isinstance(body, dict) else {}
+        items = [i for i in body.get("items") or [] if isinstance(i, dict)]
+        for item in items:  # a real apiserver leaves kind/apiVersion out of built-in list items
+            item.setdefault("kind", rt.kind)
+            item.setdefault("apiVersion", rt.api_version)
+        rv = (body.get("metadata") or {}).get("resourceVersion") or ""
+        return ObjectList(items, str(rv))
+
+    def _namespace_of(self, rt: ResourceType, obj: Obj) -> str | None:
+        if not isinstance(obj, dict):
+            raise BadRequest("the object must be a JSON object")
+        if not rt.namespaced:
+            return None
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        return meta.get("namespace") or "default"
+
+    def _kind_of(self, obj: Obj) -> ResourceType:
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or not obj.get("kind"):
+            raise BadRequest("Object 'Kind' is missing in the object")
+        return self._rt(obj["kind"])
+
+    @staticmethod
+    def _name_of(obj: Obj) -> str:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest("metadata.name: Required value: name is required")
+        return name
+
+    async def create(self, obj: Obj) -> Obj:
+        rt = self._kind_of(obj)
+        return await self._request("POST", self._path(rt, self._namespace_of(rt, obj)), body=obj)
+
+    async def update(self, obj: Obj) -> Obj:
+        rt = self._kind_of(obj)
+        return await self._request("PUT", self._path(rt, self._namespace_of(rt, obj), self._name_of(obj)),
+                                   body=obj)
+
+    async def update_status(self, obj: Obj) -> Obj:
+        rt = self._kind_of(obj)
+        return await self._request("PUT", self._path(rt, self._namespace_of(rt, obj), self._name_of(obj),
+                                                     "status"), body=obj)
+
+    async def patch(
+        self, kind: str, name: str, namespace: str | None, patch: Any,
+        patch_type: str = "merge", subresource: str | None = None,
+    ) -> Obj:
+        rt = self._rt(kind)
+        content_type = _PATCH_TYPES.get(patch_type)
+        if content_type is None:
+            raise BadRequest(f'unsupported patch type "{patch_type}" (supported: "merge", "json", "strategic")')
+        return await self._request("PATCH", self._path(rt, namespace, name, subresource), body=patch,
+                                   content_type=content_type)
+
+    async def delete(
+        self, kind: str, name: str, namespace: str | None = None,
+        grace_period_seconds: int | None = None,
+        preconditions_uid: str | None = None,
+    ) -> Obj | None:
+        rt = self._rt(kind)
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if preconditions_uid is not None:
+            options["preconditions"] = {"uid": preconditions_uid}
+        body = await self._request("DELETE", self._path(rt, namespace, name), body=options)
+        if not isinstance(body, dict) or body.get("kind") == "Status":
+            return None
+        return body
+
+    async def bind(self, namespace: str, name: str, node_name: str) -> None:
+        rt = self._rt("Pod")
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+        await self._request("POST", self._path(rt, namespace, name, "binding"), body=binding)
+
+    async def watch(
+        self, kind: str, namespace: str | None = None, resource_version: str | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        """Events after ``resource_version``; without one, ADDED for every current object
+        first. Raises Gone (as an ERROR event from the server) when it is too old."""
+        rt = self._rt(kind)
+        url = self._path(rt, namespace, collection_ns_required=False)
+        rv = resource_version or None
+        backoff = 0.0
+        while True:
+            params = {"watch": "true", "allowWatchBookmarks": "true"}
+            if rv:
+                params["resourceVersion"] = rv
+            if backoff:
+                await asyncio.sleep(backoff)  # the server keeps ending streams at once: do not spin
+            backoff = min(max(backoff * 2, 0.05), 1.0)
+            try:
+                async with self._get_session().get(url, params=params, timeout=_STREAM_TIMEOUT) as resp:
+                    if resp.status >= 400:
+                        raise self._error(resp.status, await resp.read())
+                    async for line in _lines(resp.content):
+                        ev = _parse_event(line)
+                        if ev is None:
+                            continue
+                        backoff = 0.0
+                        obj_rv = (ev.object.get("metadata") or {}).get("resourceVersion")
+                        if isinstance(obj_rv, str) and obj_rv and (rv is None or _rv_key(obj_rv) > _rv_key(rv)):
+                            rv = obj_rv
+                        if ev.type == "BOOKMARK":
+                            continue
+                        yield ev
+            except aiohttp.ClientPayloadError:
+                pass  # the server cut the stream: resume from the last resourceVersion seen
+            except aiohttp.ClientError as e:
+                raise _unavailable(e) from None
+
+    # ------------------------------------------------------------------ logs
+
+    async def logs(self, namespace: str, pod: str, container: str | None = None, follow: bool = False,
+                   tail: int | None = None, previous: bool = False) -> AsyncIterator[bytes]:
+        """A container's log as it arrives (``follow``: until the container stops)."""
+        rt = self._rt("Pod")
+        params: dict[str, str] = {}
+        if container:
+            params["container"] = container
+        if follow:
+            params["follow"] = "true"
+        if previous:
+            params["previous"] = "true"
+        if tail is not None:
+            params["tailLines"] = str(tail)
+        try:
+            async with self._get_session().get(self._path(rt, namespace, pod, "log"), params=params,
+                                               timeout=_STREAM_TIMEOUT) as resp:
+                if resp.status >= 400:
+                    raise self._error(resp.status, await resp.read())
+                async for chunk in resp.content.iter_any():
+                    if chunk:
+                        yield chunk
+        except aiohttp.ClientPayloadError:
+            return
+        except aiohttp.ClientError as e:
+            raise _unavailable(e) from None
+
+
+async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """NDJSON lines of a chunked body, however the chunks fall."""
+    buf = bytearray()
+    async for chunk in content.iter_any():
+        buf.extend(chunk)
+        while True:
+            i = buf.find(b"\n")
+            if i < 0:
+                break
+            line = bytes(buf[:i])
+            del buf[: i + 1]
+            if line.strip():
+                yield line
+        if len(buf) > _MAX_LINE:
+            raise ApiError("a watch event from the server is larger than the client accepts")
+    if bytes(buf).strip():
+        yield bytes(buf)
+
+
+def _parse_event(line: bytes) -> WatchEvent | None:
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        raise ApiError("the server sent a watch event that is not JSON") from None
+    if not isinstance(ev, dict):
+        return None
+    obj = ev.get("object")
+    if ev.get("type") == "ERROR":
+        code = obj.get("code") if isinstance(obj, dict) and isinstance(obj.get("code"), int) else 500
+        raise error_from_status(obj, code)
+    if not isinstance(obj, dict) or not isinstance(ev.get("type"), str):
+        return None
+    return WatchEvent(ev["type"], obj)

@@ -1,0 +1,71 @@
+"""LocalClient: the object API in-process, straight over the Store.
+
+The store is synchronous and lives on the event-loop thread, so every call is
+a plain method call; the methods are async only to match ``Client``.
+"""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from ..store.store import Store
+from .interface import Obj, ObjectList, WatchEvent
+
+
+class LocalClient:
+    """``phalanx.client.interface.Client`` over a ``Store``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
+        return self.store.get(kind, namespace, name)
+
+    async def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | dict[str, str] | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        items, rv = self.store.list(kind, namespace, label_selector, field_selector)
+        return ObjectList(items, rv)
+
+    async def create(self, obj: Obj) -> Obj:
+        return self.store.create(obj)
+
+    async def update(self, obj: Obj) -> Obj:
+        return self.store.update(obj)
+
+    async def update_status(self, obj: Obj) -> Obj:
+        return self.store.update_status(obj)
+
+    async def patch(
+        self, kind: str, name: str, namespace: str | None, patch: Any,
+        patch_type: str = "merge", subresource: str | None = None,
+    ) -> Obj:
+        return self.store.patch(kind, namespace, name, patch, patch_type, subresource)
+
+    async def delete(
+        self, kind: str, name: str, namespace: str | None = None,
+        grace_period_seconds: int | None = None,
+        preconditions_uid: str | None = None,
+    ) -> Obj | None:
+        return self.store.delete(kind, namespace, name, grace_period_seconds, preconditions_uid)
+
+    async def bind(self, namespace: str, name: str, node_name: str) -> None:
+        self.store.bind(namespace, name, node_name)
+
+    async def watch(
+        self, kind: str, namespace: str | None = None, resource_version: str | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        """Events after ``resource_version``; without one, ADDED for every current
+        object first. Raises Gone (on the first iteration) when it is too old."""
+        w = self.store.watch(kind, namespace, resource_version)
+        try:
+            async for ev in w:
+                yield ev
+        finally:
+            w.close()
+
+    async def close(self) -> None:
+        """Nothing to release; present so callers can treat every client alike."""

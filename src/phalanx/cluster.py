@@ -1,0 +1,117 @@
+"""The embedded control plane: store + controllers + scheduler + node agents.
+
+This is the only module that knows every component. Components talk only
+through the object API (a LocalClient over the Store), exactly as they would
+across machines.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from .api.admission import admit
+from .client.local import LocalClient
+from .clock import Clock
+from .config import ClusterConfig, load_config
+from .controller.gc import GarbageCollector
+from .controller.job.controller import JobController
+from .controller.job.plan import ReconcileOptions
+from .node.agent import AgentConfig, NodeAgent, ensure_node
+from .node.logs import LogProvider
+from .node.network import LocalNetwork
+from .scheduler.scheduler import Scheduler
+from .store.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedCluster:
+    """One process, one machine: everything Phalanx needs to run jobs.
+
+    ``persist=False`` keeps objects in memory only (tests, benchmarks); the
+    state directory still holds pod logs and the local network table.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        config: ClusterConfig | None = None,
+        clock: Clock | None = None,
+        persist: bool = True,
+    ) -> None:
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.config = config or load_config(home=self.home)
+        self.clock = clock or Clock()
+        self.store = Store(self.home / "state.db" if persist else None, self.clock, admission=admit)
+        self.network = LocalNetwork(self.home)
+        self.store.add_admission_plugin(self.network.admission_plugin)
+        self.client = LocalClient(self.store)
+        self.log_provider = LogProvider(self.home, self.client)
+        options = ReconcileOptions(
+            gang_scheduler="volcano",
+            local_runtime=True,
+            resolvable_names=self.network.nss_wrapper_available(),
+            init_container_command=[sys.executable, "-m", "phalanx.node.initwait"],
+            default_backoff_limit=self.config.operator.default_backoff_limit,
+        )
+        self.gc = GarbageCollector(self.client)
+        self.scheduler = Scheduler(self.client, self.clock)
+        self.jobs = JobController(self.client, self.clock, options)
+        agent_cfg = AgentConfig(
+            backoff_base=self.config.agent.backoff_base,
+            backoff_cap=self.config.agent.backoff_cap,
+        )
+        self.agents = [
+            NodeAgent(self.client, self.clock, n.name, self.home, self.network, agent_cfg)
+            for n in self.config.nodes
+        ]
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    async def start(self) -> None:
+        for n in self.config.nodes:
+            await ensure_node(self.client, n.name, n.capacity())
+        for name in ("default",):
+            await self._ensure_namespace(name)
+        components = [self.gc, self.scheduler, self.jobs, *self.agents]
+        for c in components:
+            self._tasks.append(asyncio.create_task(c.run(), name=type(c).__name__))
+        # Fail fast if a component died while starting.
+        await asyncio.sleep(0)
+        for t in self._tasks:
+            if t.done() and t.exception():
+                raise t.exception()  # type: ignore[misc]
+
+    async def _ensure_namespace(self, name: str) -> None:
+        from .api.errors import AlreadyExists
+
+        try:
+            await self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        except AlreadyExists:
+            pass
+
+    async def stop(self, kill_pods: bool = True) -> None:
+        """Stop every component. With ``kill_pods`` the agents terminate the
+        processes they run (SIGTERM, grace, SIGKILL) before returning."""
+        for a in self.agents:
+            await a.stop(kill_pods=kill_pods)
+        for c in (self.jobs, self.scheduler, self.gc):
+            r = c.stop()
+            if inspect.isawaitable(r):
+                await r
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.store.close()
+
+    async def __aenter__(self) -> "EmbeddedCluster":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

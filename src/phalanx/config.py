@@ -1,0 +1,183 @@
+"""Where Phalanx keeps its state, and the cluster config (nodes, timings).
+
+`PHALANX_HOME` (default: `$XDG_DATA_HOME/phalanx`, i.e. `~/.local/share/phalanx`)
+holds the SQLite state, pod logs, the local network table and, when `phalanx up`
+runs, the API address and token. `$PHALANX_HOME/cluster.yaml` declares nodes:
+
+    nodes:
+      - name: node-a        # DNS label
+        cpu: 8              # cores advertised to the scheduler
+        memory: 16Gi
+        gpus: 0
+        pods: 110
+    agent:
+      backoffBase: 10       # seconds; kubelet's CrashLoopBackOff base
+      backoffCap: 300
+    operator:
+      defaultBackoffLimit: 0
+
+Without a file: one node named after this host, advertising its memory and
+``cpuOvercommit`` × its CPUs (default 8). On the embedded runtime a CPU limit is
+a time share, not a reservation, so jobs written for a cluster (the seed job
+asks for 4 × cpu 1) still run on a 2-core laptop; set ``cpuOvercommit: 1`` for
+strict accounting.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import yaml
+
+from .api.quantity import parse_quantity
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ConfigError(ValueError):
+    """A cluster config that cannot be used; the message names the field."""
+
+
+def phalanx_home() -> Path:
+    env = os.environ.get("PHALANX_HOME")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
+    return Path(base) / "phalanx"
+
+
+@dataclass
+class NodeConfig:
+    name: str
+    cpu: float
+    memory: float  # bytes
+    gpus: int = 0
+    pods: int = 110
+
+    def capacity(self) -> dict[str, str]:
+        cap = {
+            "cpu": _fmt_cpu(self.cpu),
+            "memory": str(int(self.memory)),
+            "pods": str(self.pods),
+        }
+        if self.gpus:
+            cap["nvidia.com/gpu"] = str(self.gpus)
+        return cap
+
+
+@dataclass
+class AgentSettings:
+    backoff_base: float = 10.0
+    backoff_cap: float = 300.0
+
+
+@dataclass
+class OperatorSettings:
+    default_backoff_limit: int = 0
+
+
+@dataclass
+class ClusterConfig:
+    nodes: list[NodeConfig] = field(default_factory=list)
+    agent: AgentSettings = field(default_factory=AgentSettings)
+    operator: OperatorSettings = field(default_factory=OperatorSettings)
+
+
+def _fmt_cpu(cpu: float) -> str:
+    if float(cpu).is_integer():
+        return str(int(cpu))
+    return f"{int(round(cpu * 1000))}m"
+
+
+def default_node_name() -> str:
+    host = socket.gethostname().split(".")[0].lower()
+    host = re.sub(r"[^a-z0-9-]", "-", host).strip("-")[:63] or "local"
+    return host if _DNS_LABEL.match(host) else "local"
+
+
+def default_config(cpu_overcommit: float = 8.0) -> ClusterConfig:
+    cpus = os.cpu_count() or 1
+    mem = psutil.virtual_memory().total
+    return ClusterConfig(nodes=[NodeConfig(default_node_name(), cpus * cpu_overcommit, mem)])
+
+
+def load_config(path: Path | None = None, home: Path | None = None) -> ClusterConfig:
+    """Read the cluster config; defaults for everything not given."""
+    if path is None:
+        candidate = (home or phalanx_home()) / "cluster.yaml"
+        path = candidate if candidate.exists() else None
+    if path is None:
+        return default_config()
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read cluster config {path}: {e}") from None
+    return parse_config(data, source=str(path))
+
+
+def parse_config(data: object, source: str = "cluster config") -> ClusterConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: must be a mapping")
+    unknown = set(data) - {"nodes", "agent", "operator", "cpuOvercommit"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown field(s) {sorted(unknown)}")
+    overcommit = data.get("cpuOvercommit", 8.0)
+    if not isinstance(overcommit, (int, float)) or overcommit <= 0:
+        raise ConfigError(f"{source}: cpuOvercommit: must be a positive number")
+    cfg = ClusterConfig()
+    nodes = data.get("nodes")
+    if nodes is None:
+        cfg.nodes = default_config(float(overcommit)).nodes
+    else:
+        if not isinstance(nodes, list) or not nodes:
+            raise ConfigError(f"{source}: nodes: must be a non-empty list")
+        seen: set[str] = set()
+        for i, n in enumerate(nodes):
+            where = f"{source}: nodes[{i}]"
+            if not isinstance(n, dict):
+                raise ConfigError(f"{where}: must be a mapping")
+            bad = set(n) - {"name", "cpu", "memory", "gpus", "pods"}
+            if bad:
+                raise ConfigError(f"{where}: unknown field(s) {sorted(bad)}")
+            name = n.get("name")
+            if not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > 63:
+                raise ConfigError(f"{where}.name: must be a DNS label (lower case alphanumerics and '-')")
+            if name in seen:
+                raise ConfigError(f"{where}.name: duplicate node name {name!r}")
+            seen.add(name)
+            try:
+                cpu = parse_quantity(n.get("cpu", os.cpu_count() or 1))
+                mem = parse_quantity(n.get("memory", psutil.virtual_memory().total))
+            except ValueError as e:
+                raise ConfigError(f"{where}: {e}") from None
+            gpus = n.get("gpus", 0)
+            pods = n.get("pods", 110)
+            if not isinstance(gpus, int) or gpus < 0:
+                raise ConfigError(f"{where}.gpus: must be a non-negative integer")
+            if not isinstance(pods, int) or pods < 1:
+                raise ConfigError(f"{where}.pods: must be a positive integer")
+            if cpu <= 0 or mem <= 0:
+                raise ConfigError(f"{where}: cpu and memory must be positive")
+            cfg.nodes.append(NodeConfig(name, cpu, mem, gpus, pods))
+    agent = data.get("agent") or {}
+    if not isinstance(agent, dict):
+        raise ConfigError(f"{source}: agent: must be a mapping")
+    for key, attr in (("backoffBase", "backoff_base"), ("backoffCap", "backoff_cap")):
+        if key in agent:
+            v = agent[key]
+            if not isinstance(v, (int, float)) or v < 0:
+                raise ConfigError(f"{source}: agent.{key}: must be a non-negative number of seconds")
+            setattr(cfg.agent, attr, float(v))
+    op = data.get("operator") or {}
+    if not isinstance(op, dict):
+        raise ConfigError(f"{source}: operator: must be a mapping")
+    if "defaultBackoffLimit" in op:
+        v = op["defaultBackoffLimit"]
+        if not isinstance(v, int) or v < 0:
+            raise ConfigError(f"{source}: operator.defaultBackoffLimit: must be a non-negative integer")
+        cfg.operator.default_backoff_limit = v
+    return cfg

@@ -1,0 +1,148 @@
+"""PyTorchJob: env (reference §5.1), worker init container, status rules (§6.3)."""
+from __future__ import annotations
+
+import re
+
+from ..job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from ..job.fields import as_int, as_list, as_str, name, namespace, spec
+from .base import Addressing, Framework, ReplicaState, replicas_of
+
+MASTER = "Master"
+WORKER = "Worker"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _env(name_: str, value: object) -> dict:
+    return {"name": name_, "value": str(value)}
+
+
+class PyTorchFramework(Framework):
+    kind = "PyTorchJob"
+    controller_name = "pytorchjob-controller"
+    replica_specs_field = "pytorchReplicaSpecs"
+    replica_types = (MASTER, WORKER)
+    default_container_name = "pytorch"
+    default_port_name = "pytorchjob-port"
+    default_port = 23456
+    default_restart_policy = "OnFailure"
+    sets_replica_selector = True
+
+    def has_master(self, job: dict) -> bool:
+        return self.replica_spec(job, MASTER) is not None
+
+    def is_master_role(self, job: dict, rtype: str, index: int) -> bool:
+        if self.has_master(job):
+            return rtype == MASTER
+        return rtype == WORKER and index == 0
+
+    def _nproc_int(self, job: dict) -> int:
+        n = as_int(spec(job).get("nprocPerNode"))
+        return n if n is not None and n > 0 else 1
+
+    def pod_env(self, job: dict, rtype: str, index: int, addressing: Addressing) -> list[dict]:
+        s = spec(job)
+        total = self.total_replicas(job)
+        env = [_env("PYTHONUNBUFFERED", "1")]
+        if self.has_master(job):
+            port = addressing.port(MASTER, 0, self.default_port_name, self.default_port)
+            host = addressing.host(MASTER, 0)
+            rank = index + 1 if rtype == WORKER else index
+            env += [
+                _env("MASTER_PORT", port), _env("PET_MASTER_PORT", port),
+                _env("MASTER_ADDR", host), _env("PET_MASTER_ADDR", host),
+                _env("WORLD_SIZE", total * self._nproc_int(job)),
+                _env("RANK", rank), _env("PET_NODE_RANK", rank),
+            ]
+        nproc = s.get("nprocPerNode")
+        if isinstance(nproc, (str, int)) and not isinstance(nproc, bool):
+            env.append(_env("PET_NPROC_PER_NODE", nproc))
+        elastic = s.get("elasticPolicy")
+        if isinstance(elastic, dict):
+            env += self._elastic_env(job, elastic, addressing)
+        else:
+            env.append(_env("PET_NNODES", total))
+        return env
+
+    def _elastic_env(self, job: dict, ep: dict, addressing: Addressing) -> list[dict]:
+        host = as_str(ep.get("rdzvHost")) or addressing.host(WORKER, 0)
+        port = as_int(ep.get("rdzvPort"))
+        if port is None:
+            port = addressing.port(WORKER, 0, self.default_port_name, self.default_port)
+        env = [_env("PET_RDZV_ENDPOINT", f"{host}:{port}"),
+               _env("PET_RDZV_BACKEND", as_str(ep.get("rdzvBackend")) or "c10d")]
+        lo, hi = as_int(ep.get("minReplicas")), as_int(ep.get("maxReplicas"))
+        if lo is None and hi is None:
+            env.append(_env("PET_NNODES", replicas_of(self.replica_spec(job, WORKER) or {})))
+        else:
+            lo = lo if lo is not None else hi
+            hi = hi if hi is not None else lo
+            env.append(_env("PET_NNODES", f"{lo}:{hi}"))
+        if as_int(ep.get("maxRestarts")) is not None:
+            env.append(_env("PET_MAX_RESTARTS", as_int(ep.get("maxRestarts"))))
+        if as_int(ep.get("nProcPerNode")) is not None:
+            env.append(_env("PET_NPROC_PER_NODE", as_int(ep.get("nProcPerNode"))))
+        if isinstance(ep.get("rdzvId"), str):
+            env.append(_env("PET_RDZV_ID", ep["rdzvId"]))
+        conf = [c for c in as_list(ep.get("rdzvConf")) if isinstance(c, dict)]
+        if conf:
+            env.append(_env("PET_RDZV_CONF", ",".join(f"{as_str(c.get('key'))}={as_str(c.get('value'))}" for c in conf)))
+        if ep.get("standalone") is True:
+            env.append(_env("PET_STANDALONE", ""))
+        return env
+
+    def init_containers(self, job: dict, rtype: str, index: int, options, addressing: Addressing) -> list[dict]:
+        """``init-pytorch`` on workers when a master exists: wait until the master is reachable."""
+        if rtype != WORKER or not self.has_master(job):
+            return []
+        master = addressing.host(MASTER, 0)
+        if options.local_runtime and options.init_container_command:
+            command = [*options.init_container_command, master]
+        else:
+            if not _DNS_LABEL.match(master):  # never splice an odd string into a shell script
+                return []
+            tries = max(1, int(options.init_container_max_tries))
+            command = ["sh", "-c",
+                       f"err=1;for i in $(seq {tries}); do if nslookup {master}; then err=0 && break; "
+                       f"fi;echo waiting for master; sleep 2; done; exit $err"]
+        return [{
+            "name": "init-pytorch",
+            "image": options.init_container_image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": command,
+            "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                          "requests": {"cpu": "50m", "memory": "10Mi"}},
+        }]
+
+    def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
+        """§6.3, in the fixed order Master, Worker (the original used map order)."""
+        jname, ns = name(job), namespace(job)
+        has_master = any(r.rtype == MASTER for r in replicas)
+        elastic = isinstance(spec(job).get("elasticPolicy"), dict)
+        for r in replicas:
+            expected = r.replicas - r.succeeded
+            running = r.active
+            if has_master:
+                if r.rtype == MASTER:
+                    if running > 0:
+                        st.set(RUNNING, st.reason("Running"), f"PyTorchJob {jname} is running.", event="Normal")
+                    if expected == 0:
+                        msg = f"PyTorchJob {jname} is successfully completed."
+                        st.set_completion_time()
+                        st.set(SUCCEEDED, st.reason("Succeeded"), msg, event="Normal")
+                        return
+            elif r.rtype == WORKER:
+                if expected == 0 or (elastic and r.succeeded > 0):
+                    st.set_completion_time()
+                    st.set(SUCCEEDED, st.reason("Succeeded"), f"PyTorchJob {ns}/{jname} successfully completed.",
+                           event="Normal")
+                elif running > 0:
+                    st.set(RUNNING, st.reason("Running"), f"PyTorchJob {ns}/{jname} is running.", event="Normal")
+            if r.failed > 0 and r.replicas > r.succeeded + running:
+                if r.restart_policy != "Never":
+                    msg = f"PyTorchJob {jname} is restarting because {r.failed} {r.rtype} replica(s) failed."
+                    st.set(RESTARTING, st.reason("Restarting"), msg, event="Warning")
+                else:
+                    msg = f"PyTorchJob {jname} is failed because {r.failed} {r.rtype} replica(s) failed."
+                    st.set_completion_time()
+                    st.set(FAILED, st.reason("Failed"), msg, event="Normal")

@@ -1,0 +1,342 @@
+"""The pure job reconciler: (job, pods, services, PodGroup, now) -> Plan.
+
+Order (reference §3.3, with the SEMANTICS fixes):
+
+1. ``Created`` on first sight.
+2. Finished job: cleanup (cleanPodPolicy on success, everything on failure,
+   S5), PodGroup deleted, TTL.
+3. Suspended: everything deleted, Running -> False, Suspended. Resume.
+4. Restarts counted into the status (S2); past backoffLimit (S3) or
+   activeDeadlineSeconds (S4): Failed and cleanup.
+5. Normal path: PodGroup created/synced; nothing else until Volcano admits it;
+   one headless Service per slot; pods once every Service exists (locally:
+   carries its allocated address and ports, needed for env); Failed pods
+   restarted (delete, recreate) or failing the job (ExitCode permanent);
+   replica statuses; startTime; the per-kind rules (S7).
+6. A job that finished in this very pass is cleaned up in the same plan.
+
+Replica types are always walked in the framework's fixed order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from ...clock import format_time, parse_time
+from ..frameworks.base import Addressing, Framework, ReplicaState, replicas_of
+from . import podgroup as pg
+from .conditions import (
+    CREATED, FAILED, RESTARTING, RUNNING, SUSPENDED, StatusWriter, is_failed, is_finished, is_succeeded,
+)
+from ...api.constants import ANNOTATION_NO_RESTART
+from .fields import annotations, as_dict, as_int, as_str, is_deleting, name, namespace, pod_phase, run_policy, status
+from .plan import Plan, ReconcileOptions
+from .pods import build_pod, build_service, replica_selector, slots
+from .restarts import RestartBook, exit_code, is_retryable_exit_code, would_restart
+
+MANAGED_BY_US = "kubeflow.org/training-operator"
+
+
+@dataclass
+class _Ctx:
+    job: dict
+    fw: Framework
+    options: ReconcileOptions
+    now: datetime
+    pods: list[dict]
+    services: list[dict]
+    podgroup: dict | None
+    st: StatusWriter
+    plan: Plan = field(default_factory=Plan)
+
+    @property
+    def name(self) -> str:
+        return name(self.job)
+
+    @property
+    def kind(self) -> str:
+        return self.fw.kind
+
+
+def reconcile(
+    job: dict,
+    pods: list[dict],
+    services: list[dict],
+    podgroup: dict | None,
+    now: datetime,
+    framework: Framework,
+    options: ReconcileOptions | None = None,
+) -> Plan:
+    """Decide the next step for ``job``. ``pods``/``services``/``podgroup`` are
+    the objects the job controls (the shell filters by controller ownerReference)."""
+    options = options or ReconcileOptions()
+    if not isinstance(job, dict) or not name(job):
+        return Plan()
+    managed_by = as_str(run_policy(job).get("managedBy"))
+    if managed_by and managed_by != MANAGED_BY_US:
+        return Plan()
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=timezone.utc)
+    ctx = _Ctx(
+        job=job, fw=framework, options=options, now=now,
+        pods=sorted((p for p in pods or [] if isinstance(p, dict) and name(p)), key=name),
+        services=sorted((s for s in services or [] if isinstance(s, dict) and name(s)), key=name),
+        podgroup=podgroup if isinstance(podgroup, dict) and not is_deleting(podgroup) else None,
+        st=StatusWriter(framework.kind, name(job), namespace(job), status(job), now),
+    )
+    st = ctx.st
+    if st.condition(CREATED) is None:
+        st.set(CREATED, st.reason("Created"), f"{ctx.kind} {ctx.name} is created.")
+
+    if is_finished(st.status):
+        _cleanup_finished(ctx, RestartBook(st.status))
+    elif run_policy(job).get("suspend") is True:
+        _suspend(ctx)
+    else:
+        _run(ctx)
+
+    new_status, events = st.finish()
+    if not isinstance(new_status.get("replicaStatuses"), dict):
+        new_status["replicaStatuses"] = {}
+    if new_status != status(job):
+        ctx.plan.status = new_status
+    ctx.plan.events = _dedupe(events)
+    return ctx.plan
+
+
+def _dedupe(events: list) -> list:
+    out, seen = [], set()
+    for e in events:
+        if e not in seen:
+            seen.add(e)
+            out.append(e)
+    return out
+
+
+# ---- finished / suspended ------------------------------------------------------------
+
+
+def _delete_podgroup(ctx: _Ctx) -> None:
+    if ctx.podgroup is not None and not ctx.plan.podgroup_delete:
+        ctx.plan.podgroup_delete = True
+        ctx.st.event("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup")
+
+
+def _cleanup_finished(ctx: _Ctx, book: RestartBook) -> None:
+    """S5: on success cleanPodPolicy decides, on failure every pod and service
+    goes; kept pods are never restarted; the PodGroup is deleted; TTL."""
+    plan, st = ctx.plan, ctx.st
+    plan.create_pods.clear()
+    plan.create_services.clear()
+    plan.podgroup_create = None
+    plan.podgroup_update = None
+    failed = is_failed(st.status)
+    policy = as_str(run_policy(ctx.job).get("cleanPodPolicy")) or "None"
+    delete_all = failed or policy == "All"
+    doomed = set(plan.delete_pods)
+    for pod in ctx.pods:
+        n = name(pod)
+        if is_deleting(pod) or n in doomed:
+            continue
+        if delete_all or (policy == "Running" and pod_phase(pod) in ("Running", "Pending")) or would_restart(pod, book):
+            plan.delete_pods.append(n)
+            doomed.add(n)
+        elif pod_phase(pod) not in ("Succeeded", "Failed") and ANNOTATION_NO_RESTART not in annotations(pod):
+            plan.stop_restarting.append(n)  # kept: runs to its end, never restarted (S5)
+    for svc in ctx.services:
+        n = name(svc)
+        if (delete_all or n in doomed) and n not in plan.delete_services:
+            plan.delete_services.append(n)
+    _delete_podgroup(ctx)
+    st.set_completion_time()  # S11: every finished job has one
+    if is_succeeded(st.status):
+        for rs in as_dict(st.status.get("replicaStatuses")).values():
+            if isinstance(rs, dict) and (as_int(rs.get("active"), 0) or 0) > 0:
+                rs["succeeded"] = (as_int(rs.get("succeeded"), 0) or 0) + rs.pop("active")
+    ttl = as_int(run_policy(ctx.job).get("ttlSecondsAfterFinished"))
+    if ttl is not None:
+        done = _parse(st.status.get("completionTime")) or ctx.now
+        left = (done - ctx.now).total_seconds() + ttl
+        if left <= 0:
+            plan.delete_job = True
+        else:
+            plan.requeue_at_most(left)
+
+
+def _suspend(ctx: _Ctx) -> None:
+    plan, st = ctx.plan, ctx.st
+    for pod in ctx.pods:
+        if not is_deleting(pod):
+            plan.delete_pods.append(name(pod))
+    plan.delete_services.extend(name(s) for s in ctx.services)
+    _delete_podgroup(ctx)
+    for rs in as_dict(st.status.get("replicaStatuses")).values():
+        if isinstance(rs, dict):
+            rs.pop("active", None)
+    msg = f"{ctx.kind} {ctx.name} is suspended."
+    if st.has(RUNNING):
+        st.set(RUNNING, st.reason("Suspended"), msg, value="False")
+    if not st.has(SUSPENDED):
+        st.set(SUSPENDED, st.reason("Suspended"), msg, event="Normal")
+
+
+# ---- the running job -----------------------------------------------------------------
+
+
+def _parse(value: object) -> datetime | None:
+    try:
+        t = parse_time(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    if t is not None and t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t
+
+
+def _fail(ctx: _Ctx, reason: str, message: str, book: RestartBook) -> None:
+    """Backoff limit or deadline: Failed (before cleanup, as v1.9.4), then cleanup."""
+    st = ctx.st
+    st.set_completion_time()
+    st.set(FAILED, reason, message, event="Normal", event_reason=st.reason("Failed"))
+    _cleanup_finished(ctx, book)
+
+
+def _run(ctx: _Ctx) -> None:
+    job, fw, st, plan, options = ctx.job, ctx.fw, ctx.st, ctx.plan, ctx.options
+    if st.has(SUSPENDED):
+        st.set(SUSPENDED, st.reason("Resumed"), f"{ctx.kind} {ctx.name} is resumed.", value="False", event="Normal")
+        st.status["startTime"] = format_time(ctx.now)
+
+    specs = fw.replica_specs(job)
+    layout = []  # (rtype, rspec, replicas, pod slots, service slots)
+    for rtype, rspec in specs:
+        n = replicas_of(rspec)
+        layout.append((rtype, rspec, n, slots(ctx.pods, rtype, n), slots(ctx.services, rtype, n)))
+
+    # S2: count restarts before anything else decides.
+    book = RestartBook(st.status)
+    for rtype, rspec, n, pslots, _ in layout:
+        policy = fw.restart_policy(rspec)
+        for pod in (s[0] for s in pslots[:n] if len(s) == 1):
+            book.observe(pod, rtype)
+            if _needs_recreate(fw, policy, pod):
+                book.count_failure(pod, rtype)
+    book.prune({name(p) for p in ctx.pods})
+    book.write(st.status)
+
+    rp = run_policy(job)
+    limit = as_int(rp.get("backoffLimit"))
+    if limit is None or limit < 0:
+        limit = options.default_backoff_limit
+    if book.total > limit:
+        _fail(ctx, "BackoffLimitExceeded",
+              f"Job {ctx.name} has failed because it has reached the specified backoff limit", book)
+        return
+    deadline = _deadline_left(ctx)
+    if deadline is not None and deadline <= 0:
+        _fail(ctx, "DeadlineExceeded",
+              f"Job {ctx.name} has failed because it was active longer than specified deadline", book)
+        return
+
+    if options.gang_scheduler:
+        if ctx.podgroup is None:
+            plan.podgroup_create = pg.new_podgroup(job, fw)
+            return
+        plan.podgroup_update = pg.updated_podgroup(job, fw, ctx.podgroup)
+        if not pg.admitted(ctx.podgroup):
+            return
+
+    by_name = {name(s): s for s in ctx.services}
+    addressing = Addressing(job, by_name, fw, options.local_runtime, options.resolvable_names, options.cluster_domain)
+    services_ready = all(addressing.ready(rtype, i) for rtype, _, n, _, _ in layout for i in range(n))
+
+    states: list[ReplicaState] = []
+    for rtype, rspec, n, pslots, sslots in layout:
+        policy = fw.restart_policy(rspec)
+        active = succeeded = failed = 0
+        slot_pods: list[dict | None] = []
+        for index, slot in enumerate(pslots):
+            if index >= n:  # out of range: scaled down
+                plan.delete_pods.extend(name(p) for p in slot if not is_deleting(p))
+                continue
+            if not slot:
+                slot_pods.append(None)
+                if services_ready:
+                    pod, events = build_pod(fw, job, rtype, index, rspec, addressing, options)
+                    plan.create_pods.append(pod)
+                    for e in events:
+                        st.event(*e)
+                continue
+            if len(slot) > 1:  # more than one pod claims this slot: leave them alone
+                slot_pods.append(None)
+                continue
+            pod = slot[0]
+            slot_pods.append(pod)
+            phase = pod_phase(pod)
+            if phase == "Running" and not is_deleting(pod):
+                active += 1
+            elif phase == "Succeeded":
+                succeeded += 1
+            elif phase == "Failed":
+                failed += 1
+                _handle_failed_pod(ctx, rtype, policy, pod)
+        for index, slot in enumerate(sslots):
+            if index >= n:
+                plan.delete_services.extend(name(s) for s in slot)
+            elif not slot:
+                plan.create_services.append(build_service(fw, job, rtype, index, rspec))
+        states.append(ReplicaState(rtype, n, policy, active, succeeded, failed, tuple(slot_pods)))
+
+    replica_statuses = {}
+    for r in states:
+        rs: dict = {}
+        if r.active:
+            rs["active"] = r.active
+        if r.succeeded:
+            rs["succeeded"] = r.succeeded
+        if r.failed:
+            rs["failed"] = r.failed
+        if fw.sets_replica_selector:
+            rs["selector"] = replica_selector(fw, job, r.rtype)
+        if book.per_type.get(r.rtype):
+            rs["restarts"] = book.per_type[r.rtype]
+        replica_statuses[r.rtype] = rs
+    st.status["replicaStatuses"] = replica_statuses
+    st.set_start_time()
+    fw.update_status(job, states, st)
+
+    if is_finished(st.status):
+        _cleanup_finished(ctx, book)
+        return
+    plan.requeue_at_most(_deadline_left(ctx))
+
+
+def _needs_recreate(fw: Framework, policy: str, pod: dict) -> bool:
+    """A Failed pod the operator deletes and recreates (reference §4.1, S6)."""
+    if pod_phase(pod) != "Failed":
+        return False
+    if policy in ("OnFailure", "Always"):
+        return True
+    return policy == "ExitCode" and is_retryable_exit_code(exit_code(pod, fw.default_container_name))
+
+
+def _handle_failed_pod(ctx: _Ctx, rtype: str, policy: str, pod: dict) -> None:
+    st = ctx.st
+    if _needs_recreate(ctx.fw, policy, pod):
+        if not is_deleting(pod):
+            ctx.plan.delete_pods.append(name(pod))
+        msg = f"job {ctx.name} is restarting because {rtype} replica(s) failed."
+        st.set(RESTARTING, st.reason("Restarting"), msg, event="Warning")
+    elif policy == "ExitCode":
+        msg = f'job "{ctx.name}" is failing because "{rtype}" replica(s) failed.'
+        st.set_completion_time()  # S11: the original forgets it here
+        st.set(FAILED, st.reason("Failed"), msg, event="Warning")
+
+
+def _deadline_left(ctx: _Ctx) -> float | None:
+    """Seconds until activeDeadlineSeconds passes, counted from startTime (S4)."""
+    ads = as_int(run_policy(ctx.job).get("activeDeadlineSeconds"))
+    start = _parse(ctx.st.status.get("startTime"))
+    if ads is None or start is None:
+        return None
+    return (start - ctx.now).total_seconds() + ads

@@ -1,0 +1,96 @@
+"""Defensive readers over job, pod and service dicts.
+
+The reconciler must never raise on an object that passed admission but looks
+odd (or on a pod somebody edited by hand), so every read goes through these.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def as_dict(v: Any) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def as_list(v: Any) -> list:
+    return v if isinstance(v, list) else []
+
+
+def as_int(v: Any, default: int | None = None) -> int | None:
+    """An int from an int or a decimal string; bools and garbage give default."""
+    if isinstance(v, bool):
+        return default
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v.strip())
+    return default
+
+
+def as_str(v: Any, default: str = "") -> str:
+    return v if isinstance(v, str) else default
+
+
+def meta(obj: dict) -> dict:
+    return as_dict(as_dict(obj).get("metadata"))
+
+
+def name(obj: dict) -> str:
+    return as_str(meta(obj).get("name"))
+
+
+def namespace(obj: dict) -> str:
+    return as_str(meta(obj).get("namespace")) or "default"
+
+
+def uid(obj: dict) -> str:
+    return as_str(meta(obj).get("uid"))
+
+
+def labels(obj: dict) -> dict:
+    return as_dict(meta(obj).get("labels"))
+
+
+def annotations(obj: dict) -> dict:
+    return as_dict(meta(obj).get("annotations"))
+
+
+def is_deleting(obj: dict) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def spec(obj: dict) -> dict:
+    return as_dict(as_dict(obj).get("spec"))
+
+
+def status(obj: dict) -> dict:
+    return as_dict(as_dict(obj).get("status"))
+
+
+def run_policy(job: dict) -> dict:
+    return as_dict(spec(job).get("runPolicy"))
+
+
+def scheduling_policy(job: dict) -> dict:
+    return as_dict(run_policy(job).get("schedulingPolicy"))
+
+
+def pod_phase(pod: dict) -> str:
+    return as_str(status(pod).get("phase")) or "Pending"
+
+
+def container_statuses(pod: dict, init: bool = False) -> list[dict]:
+    key = "initContainerStatuses" if init else "containerStatuses"
+    return [c for c in as_list(status(pod).get(key)) if isinstance(c, dict)]
+
+
+def owner_reference(owner: dict) -> dict:
+    """The controller ownerReference the original puts on everything it creates."""
+    return {
+        "apiVersion": as_str(as_dict(owner).get("apiVersion")) or "kubeflow.org/v1",
+        "kind": as_str(as_dict(owner).get("kind")),
+        "name": name(owner),
+        "uid": uid(owner),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }

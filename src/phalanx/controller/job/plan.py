@@ -1,0 +1,68 @@
+"""What one reconcile decided (Plan) and the operator-wide knobs (ReconcileOptions).
+
+The pure core returns a Plan; the shell applies it through the Client. A Plan
+computed on the state its own application produced is empty (idempotence).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# (event type "Normal"/"Warning", reason, message), recorded on the job.
+Event = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class ReconcileOptions:
+    """Operator-wide settings; the shell builds one and passes it to every reconcile.
+
+    ``resolvable_names`` False (local runtime without nss_wrapper) puts the
+    Service's ``phalanx.dev/address`` IP into MASTER_ADDR / TF_CONFIG instead of
+    DNS names. ``init_container_command`` is the argv of the PyTorch worker init
+    container on the local runtime; the master's host is appended to it.
+    """
+
+    gang_scheduler: str | None = "volcano"
+    local_runtime: bool = True
+    resolvable_names: bool = True
+    init_container_command: list[str] | None = None
+    default_backoff_limit: int = 0
+    cluster_domain: str | None = None
+    init_container_image: str = "alpine:3.10"
+    init_container_max_tries: int = 100
+
+
+@dataclass
+class Plan:
+    """Writes to make, in the order the shell applies them: status, PodGroup,
+    deletions, services, pods, events; then ``requeue_after`` seconds."""
+
+    create_services: list[dict] = field(default_factory=list)
+    create_pods: list[dict] = field(default_factory=list)
+    delete_pods: list[str] = field(default_factory=list)
+    delete_services: list[str] = field(default_factory=list)
+    podgroup_create: dict | None = None
+    podgroup_update: dict | None = None  # only when the spec really differs (S11: no churn)
+    podgroup_delete: bool = False
+    status: dict | None = None  # the new job status, only when it differs
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+    delete_job: bool = False  # ttlSecondsAfterFinished expired
+    # Pods a finished job keeps, to mark "never restart again" (S5).
+    stop_restarting: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        """No write and no event (a pending ``requeue_after`` alone is not work)."""
+        return not (
+            self.create_services or self.create_pods or self.delete_pods or self.delete_services
+            or self.podgroup_create is not None or self.podgroup_update is not None
+            or self.podgroup_delete or self.status is not None or self.events or self.delete_job
+            or self.stop_restarting
+        )
+
+    def requeue_at_most(self, seconds: float | None) -> None:
+        """Ask to be called again no later than ``seconds`` from now."""
+        if seconds is None:
+            return
+        seconds = max(0.0, float(seconds))
+        if self.requeue_after is None or seconds < self.requeue_after:
+            self.requeue_after = seconds

@@ -1,0 +1,138 @@
+"""Pods and headless Services of a job: names, labels, slots (reference §4.1-§4.5, S10)."""
+from __future__ import annotations
+
+import copy
+
+from ...api.constants import (
+    ANNOTATION_GROUP_NAME, ANNOTATION_TASK_SPEC, LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME,
+    LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE,
+)
+from ..frameworks.base import Addressing, Framework, general_name
+from .fields import as_dict, as_int, as_list, as_str, labels, name, namespace, owner_reference
+from .plan import Event, ReconcileOptions
+
+
+def job_labels(fw: Framework, job: dict) -> dict[str, str]:
+    """``GenLabels``: operator-name and job-name."""
+    return {LABEL_OPERATOR_NAME: fw.controller_name, LABEL_JOB_NAME: name(job).replace("/", "-")}
+
+
+def replica_labels(fw: Framework, job: dict, rtype: str, index: int) -> dict[str, str]:
+    return {**job_labels(fw, job), LABEL_REPLICA_TYPE: rtype.lower(), LABEL_REPLICA_INDEX: str(index)}
+
+
+def replica_selector(fw: Framework, job: dict, rtype: str) -> str:
+    """``FormatLabelSelector`` of {job-name, operator-name, replica-type}: keys sorted."""
+    sel = {**job_labels(fw, job), LABEL_REPLICA_TYPE: rtype.lower()}
+    return ",".join(f"{k}={v}" for k, v in sorted(sel.items()))
+
+
+def slots(objs: list[dict], rtype: str, replicas: int) -> list[list[dict]]:
+    """``GetPodSlices``: objects of ``rtype`` by their replica-index label, in a
+    list of length max(max index + 1, replicas). Starting from -1 (not 0) fixes
+    the replicas=0 create/delete loop (#1709, S11). Objects with a missing or
+    garbage index are skipped."""
+    rt = rtype.lower()
+    mine: list[tuple[int, dict]] = []
+    for o in objs:
+        lab = labels(o)
+        if as_str(lab.get(LABEL_REPLICA_TYPE)).lower() != rt:
+            continue
+        raw = lab.get(LABEL_REPLICA_INDEX)
+        idx = as_int(raw) if isinstance(raw, str) and raw.isdigit() else None
+        if idx is None:
+            continue
+        mine.append((idx, o))
+    size = max([replicas] + [i + 1 for i, _ in mine])
+    out: list[list[dict]] = [[] for _ in range(size)]
+    for i, o in sorted(mine, key=lambda t: (t[0], name(t[1]))):
+        out[i].append(o)
+    return out
+
+
+def pod_restart_policy(fw: Framework, rspec: dict) -> str:
+    """``SetRestartPolicy``: ExitCode is handled by the operator, the pod gets Never."""
+    p = fw.restart_policy(rspec)
+    return "Never" if p == "ExitCode" else p
+
+
+def build_service(fw: Framework, job: dict, rtype: str, index: int, rspec: dict) -> dict:
+    """One headless Service per pod slot, ports = every containerPort of the default container."""
+    sel = replica_labels(fw, job, rtype, index)
+    ports = []
+    for p in as_list((fw.default_container(rspec) or {}).get("ports")):
+        if not isinstance(p, dict) or as_int(p.get("containerPort")) is None:
+            continue
+        entry: dict = {}
+        if as_str(p.get("name")):
+            entry["name"] = p["name"]
+        entry["port"] = as_int(p.get("containerPort"))
+        ports.append(entry)
+    svc_spec: dict = {"clusterIP": "None", "selector": dict(sel)}
+    if ports:
+        svc_spec["ports"] = ports
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": general_name(name(job), rtype.lower(), index),
+            "namespace": namespace(job),
+            "labels": dict(sel),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": svc_spec,
+    }
+
+
+def build_pod(
+    fw: Framework, job: dict, rtype: str, index: int, rspec: dict,
+    addressing: Addressing, options: ReconcileOptions,
+) -> tuple[dict, list[Event]]:
+    """``createNewPod``: the template, decorated (labels, env, init containers,
+    restart policy, gang scheduling), owned by the job."""
+    events: list[Event] = []
+    template = copy.deepcopy(as_dict(rspec.get("template")))
+    tmeta = as_dict(template.get("metadata"))
+    pod_spec = as_dict(template.get("spec"))
+
+    pod_labels = {k: v for k, v in as_dict(tmeta.get("labels")).items() if isinstance(v, str)}
+    pod_labels.update(replica_labels(fw, job, rtype, index))
+    if fw.is_master_role(job, rtype, index):
+        pod_labels[LABEL_JOB_ROLE] = "master"
+    pod_ann = {k: v for k, v in as_dict(tmeta.get("annotations")).items() if isinstance(v, str)}
+
+    containers = [c for c in as_list(pod_spec.get("containers")) if isinstance(c, dict)]
+    env = fw.pod_env(job, rtype, index, addressing)
+    for c in fw.env_targets(containers):
+        c["env"] = [e for e in as_list(c.get("env"))] + copy.deepcopy(env)
+    pod_spec["containers"] = containers
+    inits = fw.init_containers(job, rtype, index, options, addressing)
+    if inits:
+        pod_spec["initContainers"] = [c for c in as_list(pod_spec.get("initContainers")) if isinstance(c, dict)] + inits
+
+    if as_str(pod_spec.get("restartPolicy")):
+        events.append(("Warning", "SetPodTemplateRestartPolicy",
+                       "Restart policy in pod template will be overwritten by restart policy in replica spec"))
+    pod_spec["restartPolicy"] = pod_restart_policy(fw, rspec)
+
+    if options.gang_scheduler:
+        scheduler = as_str(pod_spec.get("schedulerName"))
+        if scheduler and scheduler != options.gang_scheduler:
+            events.append(("Warning", "SetPodTemplateSchedulerName",
+                           "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"))
+        if not scheduler:
+            pod_spec["schedulerName"] = options.gang_scheduler
+        pod_ann[ANNOTATION_GROUP_NAME] = name(job)
+        pod_ann[ANNOTATION_TASK_SPEC] = rtype.lower()
+
+    metadata: dict = {
+        "name": general_name(name(job), rtype.lower(), index),
+        "namespace": namespace(job),
+        "labels": pod_labels,
+    }
+    if pod_ann:
+        metadata["annotations"] = pod_ann
+    if as_list(tmeta.get("finalizers")):
+        metadata["finalizers"] = [f for f in tmeta["finalizers"] if isinstance(f, str)]
+    metadata["ownerReferences"] = [owner_reference(job)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}, events

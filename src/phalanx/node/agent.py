@@ -1,0 +1,599 @@
+"""The node agent: runs the pods bound to one node as local processes (a kubelet).
+
+One worker task per pod: observe the runtime, ask the pure state machine
+(``podstate.decide``) what to do, write the pod status when it changed, keep
+the hosts file in step (a Service's names resolve once its pod is ready), apply
+the actions, and sleep until a process exits, the pod changes or the back-off
+expires. A weird pod is marked Failed with a reason; the agent never crashes on one.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import platform
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..api.constants import ANNOTATION_ADDRESS
+from ..api.errors import AlreadyExists, Conflict, NotFound
+from ..api.objects import match_labels
+from ..client.interface import Client
+from ..clock import Clock, format_time
+from ..controller.events import EventRecorder
+from ..controller.runtime import Informer
+from . import podstate
+from .gpus import RESOURCE as GPU_RESOURCE, GpuAllocator, gpu_count
+from .names import check_dns_label, check_dns_subdomain, check_uid
+from .network import LocalNetwork, pod_owner
+from .podstate import BackoffConfig, DeletePod, KillPod, StartContainer
+from .runtime import ProcessRuntime
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+HOST_IP = "127.0.0.1"
+COMPONENT = "kubelet"
+_FINISHED_MEMORY = 4096
+
+
+@dataclass
+class AgentConfig:
+    """Timings and limits of the node agent (tests shrink the back-off)."""
+
+    backoff_base: float = 10.0
+    backoff_cap: float = 300.0
+    backoff_reset: float | None = None  # a run this long forgets the back-off; default 2 x cap
+    oom_poll_interval: float = 0.1
+    state_dir: Path | None = None  # overrides NodeAgent's state_dir when set
+    cgroups: str = "auto"  # "auto" | "v1" | "off": see phalanx.node.limits
+    host_ip: str = HOST_IP
+    shutdown_grace: float = 5.0  # grace for pods killed because the agent stops
+    events: bool = True
+
+    def backoff(self) -> BackoffConfig:
+        reset = self.backoff_reset if self.backoff_reset is not None else 2 * self.backoff_cap
+        return BackoffConfig(base=self.backoff_base, cap=self.backoff_cap, reset_after=reset)
+
+
+def name_problem(pod: Obj) -> str | None:
+    """Names that would become paths must be DNS names; say which is not."""
+    meta = pod.get("metadata") or {}
+    try:
+        check_dns_label(meta.get("namespace") or "default", "metadata.namespace")
+        check_dns_subdomain(meta.get("name"), "metadata.name")
+        check_uid(meta.get("uid"))
+        spec = pod.get("spec") or {}
+        for field_name in ("initContainers", "containers"):
+            for i, c in enumerate(spec.get(field_name) or []):
+                check_dns_label(c.get("name") if isinstance(c, dict) else None, f"spec.{field_name}[{i}].name")
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _rv(obj: Obj) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class NodeAgent:
+    """Runs the pods whose ``spec.nodeName`` is ``node_name``."""
+
+    def __init__(self, client: Client, clock: Clock, node_name: str, state_dir: Path,
+                 network: LocalNetwork, config: AgentConfig | None = None) -> None:
+        self.client = client
+        self.clock = clock
+        self.node_name = node_name
+        self.config = config or AgentConfig()
+        self.state_dir = Path(self.config.state_dir or state_dir)
+        self.network = network
+        self.backoff = self.config.backoff()
+        self.runtime = ProcessRuntime(self.state_dir, clock, node_name=node_name, cgroups=self.config.cgroups,
+                                      oom_poll_interval=self.config.oom_poll_interval, on_exit=self._on_exit)
+        self.events = EventRecorder(client, COMPONENT, clock)
+        self.pods = Informer(client, "Pod")
+        self.services = Informer(client, "Service")
+        self.allocatable: dict[str, str] = {}
+        self.gpus = GpuAllocator(0)
+        self._workers: dict[str, _PodWorker] = {}
+        self._finished: dict[str, None] = {}
+        self._stop = asyncio.Event()
+        self._stopping = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self) -> None:
+        """Run until ``stop()``."""
+        killed = self.runtime.reap_orphans()
+        if killed:
+            log.info("node %s: killed %d process groups left by a previous agent", self.node_name, killed)
+        await self._startup_cleanup()
+        if self._stopping:
+            return
+        self.services.add_handler(self._on_service)
+        self.pods.add_handler(self._on_pod)
+        await self.services.start()
+        await self.pods.start()
+        await self._stop.wait()
+
+    async def stop(self, kill_pods: bool = True) -> None:
+        """Stop watching; with ``kill_pods`` terminate every process first
+        (SIGTERM, ``shutdown_grace``, SIGKILL)."""
+        self._stopping = True
+        self.pods.stop()
+        self.services.stop()
+        workers = list(self._workers.values())
+        for w in workers:
+            w.stopping = True
+        if kill_pods:
+            await self.runtime.shutdown(self.config.shutdown_grace)
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*(w.task for w in workers if w.task is not None), return_exceptions=True)
+        if kill_pods:  # anything a worker started while being stopped
+            await self.runtime.shutdown(0)
+        self._workers.clear()
+        self._stop.set()
+
+    async def _startup_cleanup(self) -> None:
+        """Forget network state of objects that vanished while no agent ran."""
+        try:
+            node = await self.client.get("Node", self.node_name)
+            self.allocatable = dict((node.get("status") or {}).get("allocatable") or {})
+        except Exception:
+            self.allocatable = {}
+        try:
+            self.gpus = GpuAllocator(int(str(self.allocatable.get(GPU_RESOURCE, 0))))
+        except ValueError:
+            self.gpus = GpuAllocator(0)
+        # Each list is followed by its clean-up without an await in between, so
+        # nothing created meanwhile can be taken for vanished.
+        try:
+            services = (await self.client.list("Service")).items
+            self.network.sync_services(services)
+            pods = (await self.client.list("Pod")).items
+        except Exception as e:
+            log.warning("node %s: startup clean-up skipped: %s", self.node_name, e)
+            return
+        mine = [p for p in pods if (p.get("spec") or {}).get("nodeName") == self.node_name]
+        keep = {self.owner_of(p) for p in mine}
+        self.network.retain(f"Pod/{self.node_name}/", keep)
+        for p in mine:  # nothing runs yet: no pod of ours holds a name
+            self.network.unpublish_holder(self.owner_of(p))
+
+    def owner_of(self, pod: Obj) -> str:
+        m = pod.get("metadata") or {}
+        return pod_owner(self.node_name, m.get("namespace") or "default", m.get("name", ""), m.get("uid", ""))
+
+    # ------------------------------------------------------------------ events
+
+    def _on_pod(self, type_: str, pod: Obj, old: Obj | None) -> None:
+        meta = pod.get("metadata") or {}
+        uid = meta.get("uid")
+        if not uid:
+            return
+        worker = self._workers.get(uid)
+        if type_ == "DELETED":
+            if worker is not None:
+                worker.removed = True
+                worker.update(pod)
+                worker.wake()
+            return
+        if (pod.get("spec") or {}).get("nodeName") != self.node_name:
+            return
+        if worker is None:
+            if uid in self._finished or self._stopping:
+                return
+            worker = _PodWorker(self, pod)
+            self._workers[uid] = worker
+            worker.start()
+        else:
+            worker.update(pod)
+        worker.wake()
+
+    def _on_service(self, type_: str, svc: Obj, old: Obj | None) -> None:
+        ns = (svc.get("metadata") or {}).get("namespace")
+        for w in self._workers.values():
+            if w.namespace == ns:
+                w.wake()
+
+    def _on_exit(self, uid: str) -> None:
+        w = self._workers.get(uid)
+        if w is not None:
+            w.wake()
+
+    def _worker_done(self, uid: str) -> None:
+        self._workers.pop(uid, None)
+        self._finished[uid] = None
+        while len(self._finished) > _FINISHED_MEMORY:
+            self._finished.pop(next(iter(self._finished)))
+
+    # ------------------------------------------------------------------ helpers for workers
+
+    def selecting_services(self, pod: Obj, services: list[Obj] | None = None) -> list[Obj]:
+        """Services of the pod's namespace whose selector matches it and that carry
+        a local address, headless ones first, then by name."""
+        meta = pod.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        labels = meta.get("labels") or {}
+        pool = services if services is not None else self.services.list(ns)
+        out = []
+        for s in pool:
+            sel = (s.get("spec") or {}).get("selector")
+            ann = (s.get("metadata") or {}).get("annotations") or {}
+            if ((s.get("metadata") or {}).get("namespace") or "default") != ns:
+                continue
+            if isinstance(sel, dict) and sel and match_labels(sel, labels) and ann.get(ANNOTATION_ADDRESS):
+                out.append(s)
+        out.sort(key=lambda s: ((s.get("spec") or {}).get("clusterIP") != "None", s["metadata"]["name"]))
+        return out
+
+    async def record(self, pod: Obj, type_: str, reason: str, message: str) -> None:
+        if self.config.events:
+            await self.events.record(pod, type_, reason, message)
+
+
+class _PodWorker:
+    """The sync loop of one pod (by uid)."""
+
+    def __init__(self, agent: NodeAgent, pod: Obj) -> None:
+        self.agent = agent
+        self.pod = pod
+        meta = pod.get("metadata") or {}
+        self.uid: str = meta["uid"]
+        self.namespace: str = meta.get("namespace") or "default"
+        self.name: str = meta.get("name", "")
+        self.owner = agent.owner_of(pod)
+        self.removed = False
+        self.stopping = False
+        self.pod_ip: str | None = None
+        self.next_wakeup: datetime | None = None
+        self.task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._kill_task: asyncio.Task[None] | None = None
+        self._kill_grace: float | None = None
+        self._published: set[tuple[str, str]] = set()
+        self._announced: set[str] = set()
+        self._backoff_reported: set[tuple[str, int]] = set()
+        self._seeded = False
+        self._done = False
+        self._writes = 0  # successful status writes
+        self._rewrites = 0
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._loop(), name=f"pod-{self.namespace}-{self.name}")
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def update(self, pod: Obj) -> None:
+        if (pod.get("metadata") or {}).get("uid") != self.uid:
+            return
+        if _rv(pod) >= _rv(self.pod) or self.removed:
+            self.pod = pod
+
+    # ------------------------------------------------------------------ loop
+
+    async def _loop(self) -> None:
+        errors = 0
+        try:
+            while not self.stopping and not self._done:
+                self._wake.clear()
+                try:
+                    again = await self._sync()
+                    errors = 0
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    errors += 1
+                    log.exception("node %s: pod %s/%s: sync failed", self.agent.node_name, self.namespace, self.name)
+                    again = False
+                    await asyncio.sleep(min(5.0, 0.1 * 2 ** min(errors, 6)))
+                if self._done or self.stopping:
+                    break
+                if again:
+                    continue
+                timeout = None
+                if self.next_wakeup is not None:
+                    timeout = max(0.0, (self.next_wakeup - self.agent.clock.now()).total_seconds())
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            if self._done:
+                self.agent._worker_done(self.uid)
+
+    async def _sync(self) -> bool:
+        """One round; True when it should run again at once."""
+        agent = self.agent
+        if self.removed:
+            await self._teardown()
+            return False
+        pod = self.pod
+        problem = podstate.pod_problem(pod) or name_problem(pod)
+        if problem:
+            return await self._reject(pod, "InvalidPodSpec", problem)
+        if not self._seeded:
+            self._seeded = True
+            if not agent.runtime.observe(self.uid) and (pod.get("status") or {}).get("containerStatuses"):
+                agent.runtime.seed(pod, podstate.observations_from_status(pod, agent.clock.now()))
+        if self.pod_ip is None:
+            self.pod_ip = await self._choose_ip(pod)
+        now = agent.clock.now()
+        d = podstate.decide(pod, agent.runtime.observe(self.uid), now, pod_ip=self.pod_ip,
+                            host_ip=agent.config.host_ip, backoff=agent.backoff)
+        written_before = self._writes
+        if not await self._write_status(d.status):
+            return True
+        # A written status can change the next decision (Error is shown before
+        # CrashLoopBackOff): look again at once, a bounded number of times.
+        rewrite = self._writes != written_before and self._rewrites < 3
+        self._rewrites = self._rewrites + 1 if rewrite else 0
+        await self._sync_hosts(d.status)
+        if d.phase in podstate.TERMINAL_PHASES:
+            agent.gpus.release_pod(self.uid)  # a finished pod holds no devices
+        await self._report_backoff(d)
+        acted = False
+        for a in d.actions:
+            if isinstance(a, StartContainer):
+                await self._start(a)
+                acted = True
+            elif isinstance(a, KillPod):
+                self._kill(a)
+            elif isinstance(a, DeletePod):
+                await self._delete()
+                return False
+        self.next_wakeup = d.next_wakeup
+        return acted or rewrite
+
+    # ------------------------------------------------------------------ actions
+
+    async def _start(self, a: StartContainer) -> None:
+        agent = self.agent
+        pod = self.pod
+        if self.stopping:
+            return
+        container = next((c for c in (pod["spec"].get("initContainers") or []) + pod["spec"]["containers"]
+                          if c.get("name") == a.name), {})
+        extra = agent.network.resolver_env(self.name)
+        if agent.gpus.total:
+            want = gpu_count(container)
+            devices = agent.gpus.allocate((self.uid, a.name), want)
+            if devices is None:
+                devices = []
+                await agent.record(pod, "Warning", "UnexpectedAdmissionError",
+                                   f"container {a.name}: {want} {GPU_RESOURCE} requested, not enough free on node "
+                                   f"{agent.node_name}; starting without GPUs")
+            extra["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
+        inst = await agent.runtime.start(
+            pod, a.name, backoff_count=a.backoff_count, pod_ip=self.pod_ip or "", host_ip=agent.config.host_ip,
+            extra_env=extra, node_allocatable=agent.allocatable)
+        if a.name not in self._announced:
+            self._announced.add(a.name)
+            image = container.get("image") or ""
+            await agent.record(pod, "Normal", "LocalRuntime",
+                               f'Container image "{image}" is not pulled: the local runtime runs the '
+                               "container's command on this host")
+        if inst.termination is not None and inst.started_at is None:
+            await agent.record(pod, "Warning", "Failed", f"Error: {inst.termination.message}")
+            return
+        await agent.record(pod, "Normal", "Created", f"Created container: {a.name}")
+        await agent.record(pod, "Normal", "Started", f"Started container {a.name}")
+
+    def _kill(self, a: KillPod) -> None:
+        if self._kill_task is not None and not self._kill_task.done():
+            if self._kill_grace is not None and a.grace_seconds >= self._kill_grace:
+                return
+        self._kill_grace = a.grace_seconds
+        self._kill_task = asyncio.create_task(self._do_kill(a), name=f"kill-{self.namespace}-{self.name}")
+
+    async def _do_kill(self, a: KillPod) -> None:
+        pod = self.pod
+        for name, inst in self.agent.runtime.instances(self.uid).items():
+            if inst.running:
+                await self.agent.record(pod, "Normal", "Killing", f"Stopping container {name}")
+        if a.reason == podstate.DEADLINE_EXCEEDED:
+            await self.agent.record(pod, "Normal", podstate.DEADLINE_EXCEEDED, podstate.DEADLINE_MESSAGE)
+        await self.agent.runtime.kill_pod(self.uid, a.grace_seconds)
+        self.wake()
+
+    async def _delete(self) -> None:
+        await self._unpublish_all()
+        try:
+            await self.agent.client.delete("Pod", self.name, self.namespace, grace_period_seconds=0)
+        except NotFound:
+            pass
+        await self._teardown()
+
+    async def _teardown(self) -> None:
+        """The pod object is gone (or about to be): stop processes, free the
+        address, forget the records. Logs stay on disk."""
+        agent = self.agent
+        if agent.runtime.any_running(self.uid):
+            await agent.runtime.kill_pod(self.uid, podstate.grace_seconds(self.pod))
+        await self._unpublish_all()
+        agent.network.release(self.owner)
+        agent.gpus.release_pod(self.uid)
+        agent.runtime.forget(self.uid)
+        self._done = True
+        self.removed = True
+
+    async def _reject(self, pod: Obj, reason: str, message: str) -> bool:
+        """A pod the agent cannot run: Failed with the reason, processes stopped."""
+        agent = self.agent
+        if agent.runtime.any_running(self.uid):
+            await agent.runtime.kill_pod(self.uid, 0)
+        status = podstate.rejected_status(pod, agent.clock.now(), reason, message, host_ip=agent.config.host_ip)
+        old = pod.get("status") or {}
+        if old.get("phase") != "Failed" or old.get("reason") != reason or old.get("message") != message:
+            log.warning("node %s: pod %s/%s cannot run: %s", agent.node_name, self.namespace, self.name, message)
+            if not await self._write_status(status):
+                return True
+            await agent.record(pod, "Warning", reason, message)
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            await self._delete()
+        return False
+
+    # ------------------------------------------------------------------ status
+
+    async def _write_status(self, status: Obj) -> bool:
+        """Write the status unless unchanged. False when the pod moved under us
+        (Conflict: refreshed, decide again) or vanished."""
+        pod = self.pod
+        if status == pod.get("status"):
+            return True
+        obj = copy.deepcopy(pod)
+        obj["status"] = status
+        try:
+            new = await self.agent.client.update_status(obj)
+        except Conflict:
+            try:
+                fresh = await self.agent.client.get("Pod", self.name, self.namespace)
+            except NotFound:
+                self.removed = True
+                return False
+            if (fresh.get("metadata") or {}).get("uid") != self.uid:
+                self.removed = True
+            else:
+                self.pod = fresh
+            return False
+        except NotFound:
+            self.removed = True
+            return False
+        self.update(new)
+        self._writes += 1
+        return True
+
+    async def _choose_ip(self, pod: Obj) -> str:
+        """The address of the headless Service selecting the pod (the job
+        controller creates it first), else a fresh one for the pod."""
+        agent = self.agent
+        services = agent.selecting_services(pod)
+        if not any((s.get("spec") or {}).get("clusterIP") == "None" for s in services):
+            try:
+                listed = (await agent.client.list("Service", self.namespace)).items
+                services = agent.selecting_services(pod, listed)
+            except Exception as e:
+                log.debug("listing services failed: %s", e)
+        for s in services:
+            if (s.get("spec") or {}).get("clusterIP") == "None":
+                return s["metadata"]["annotations"][ANNOTATION_ADDRESS]
+        return agent.network.allocate_address(self.owner)
+
+    async def _sync_hosts(self, status: Obj) -> None:
+        """Publish the names of the Services selecting this pod while it is ready
+        (like DNS for a headless Service with ready endpoints); unpublish otherwise."""
+        agent = self.agent
+        ready = status.get("phase") == "Running" and not (self.pod.get("metadata") or {}).get("deletionTimestamp") \
+            and any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        want: set[tuple[str, str]] = set()
+        addresses: dict[tuple[str, str], str] = {}
+        if ready:
+            for s in agent.selecting_services(self.pod):
+                key = (self.namespace, s["metadata"]["name"])
+                want.add(key)
+                addresses[key] = s["metadata"]["annotations"][ANNOTATION_ADDRESS]
+        if want == self._published:
+            return
+        for ns, name in self._published - want:
+            agent.network.unpublish(name, ns, holder=self.owner)
+        for key in want - self._published:
+            try:
+                agent.network.publish(key[1], key[0], addresses[key], holder=self.owner)
+            except ValueError as e:
+                log.warning("cannot publish %s/%s: %s", key[0], key[1], e)
+        self._published = want
+
+    async def _unpublish_all(self) -> None:
+        for ns, name in self._published:
+            self.agent.network.unpublish(name, ns, holder=self.owner)
+        self._published = set()
+
+    async def _report_backoff(self, d: podstate.Decision) -> None:
+        for name, delay in d.backing_off.items():
+            inst = self.agent.runtime.instances(self.uid).get(name)
+            key = (name, inst.restart_count if inst else -1)
+            if key in self._backoff_reported:
+                continue
+            self._backoff_reported.add(key)
+            await self.agent.record(self.pod, "Warning", "BackOff",
+                                    f"Back-off restarting failed container {name} in pod {podstate.pod_ref(self.pod)}")
+
+
+# --------------------------------------------------------------------------- node registration
+
+
+def _os_image() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return platform.system()
+
+
+def _arch() -> str:
+    m = platform.machine().lower()
+    return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}.get(m, m)
+
+
+def node_object(name: str, capacity: dict[str, str], now: datetime, host_ip: str = HOST_IP) -> Obj:
+    """A v1 Node as a kubelet registers it, for this machine."""
+    ts = format_time(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                              "kubernetes.io/arch": _arch()}},
+        "spec": {},
+        "status": {
+            "capacity": dict(capacity),
+            "allocatable": dict(capacity),
+            "addresses": [{"type": "InternalIP", "address": host_ip}, {"type": "Hostname", "address": name}],
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status", "lastHeartbeatTime": ts,
+                            "lastTransitionTime": ts}],
+            "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": platform.release(),
+                         "osImage": _os_image(), "containerRuntimeVersion": f"phalanx://{__version__}",
+                         "kubeletVersion": f"v{__version__}", "kubeProxyVersion": "",
+                         "operatingSystem": "linux", "architecture": _arch()},
+        },
+    }
+
+
+async def ensure_node(client: Client, name: str, capacity: dict[str, str], clock: Clock | None = None,
+                      host_ip: str = HOST_IP) -> Obj:
+    """Create or refresh the Node object: capacity/allocatable, addresses, Ready."""
+    check_dns_subdomain(name, "node name")
+    now = (clock or Clock()).now()
+    want = node_object(name, capacity, now, host_ip)
+    try:
+        current = await client.create(copy.deepcopy(want))
+    except AlreadyExists:
+        current = await client.get("Node", name)
+    for _ in range(5):
+        status = copy.deepcopy(want["status"])
+        old_ready = next((c for c in (current.get("status") or {}).get("conditions") or []
+                          if c.get("type") == "Ready"), None)
+        if old_ready and old_ready.get("status") == "True":
+            status["conditions"][0]["lastTransitionTime"] = old_ready.get("lastTransitionTime") or format_time(now)
+        obj = copy.deepcopy(current)
+        obj["status"] = status
+        try:
+            return await client.update_status(obj)
+        except Conflict:
+            current = await client.get("Node", name)
+    raise Conflict("nodes", name)

@@ -1,0 +1,71 @@
+"""Scheduler configuration: actions, plugin tiers and plugin arguments.
+
+Mirrors Volcano's ``volcano-scheduler.conf`` (reference/volcano.md A.3):
+actions "enqueue, allocate, backfill"; tier 1 priority, gang; tier 2
+overcommit, predicates, proportion, nodeorder, binpack (drf and conformance
+are not implemented: drf's ordering is replaced by creation time, and
+conformance only guards preemption, which Phalanx does not run).
+
+Default weights differ from Volcano's in one place, on purpose: binpack
+weight 10 instead of 1. With Volcano's 1/1/1 (binpack, leastrequested,
+balancedresource) the spreading scores win: the seed job (4 x 1 cpu/100Mi) on
+two empty 16-cpu nodes lands 2+2 (VC issues #2158, #3773). Weight 10 is what
+Volcano's binpack guide uses, and it provably dominates the two spreading
+scores (each moves by at most a tenth of binpack's change), so a gang packs
+onto the fullest node that fits — the behaviour the seeds observed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from phalanx.api.constants import DEFAULT_QUEUE, SCHEDULER_NAME
+
+DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "backfill")
+DEFAULT_TIERS: tuple[tuple[str, ...], ...] = (
+    ("priority", "gang"),
+    ("overcommit", "predicates", "proportion", "nodeorder", "binpack"),
+)
+
+
+@dataclass
+class SchedulerConfig:
+    actions: tuple[str, ...] = DEFAULT_ACTIONS
+    tiers: tuple[tuple[str, ...], ...] = DEFAULT_TIERS
+    # binpack (plugins/binpack): weight 0 disables the plugin.
+    binpack_weight: float = 10.0
+    binpack_cpu: float = 1.0
+    binpack_memory: float = 1.0
+    binpack_resources: dict[str, float] = field(default_factory=dict)  # e.g. {"nvidia.com/gpu": 1}
+    # nodeorder (plugins/nodeorder), Volcano's defaults.
+    leastrequested_weight: float = 1.0
+    mostrequested_weight: float = 0.0
+    balancedresource_weight: float = 1.0
+    nodeaffinity_weight: float = 2.0
+    # overcommit: values below 1 fall back to 1.2, as Volcano.
+    overcommit_factor: float = 1.2
+    default_queue: str = DEFAULT_QUEUE
+    scheduler_name: str = SCHEDULER_NAME
+    # Volcano --minimum-feasible-nodes / --minimum-percentage-nodes-to-find /
+    # --percentage-nodes-to-find (0 = adaptive).
+    minimum_feasible_nodes: int = 100
+    minimum_percentage_nodes_to_find: int = 5
+    percentage_nodes_to_find: int = 0
+
+    def plugin_enabled(self, name: str) -> bool:
+        return any(name in tier for tier in self.tiers)
+
+    def num_feasible_nodes_to_find(self, num_all_nodes: int) -> int:
+        """Volcano util.CalculateNumOfFeasibleNodesToFind (kube's percentageOfNodesToScore)."""
+        if num_all_nodes <= self.minimum_feasible_nodes or self.percentage_nodes_to_find >= 100:
+            return num_all_nodes
+        pct = self.percentage_nodes_to_find
+        if pct <= 0:
+            pct = 50 - num_all_nodes // 125
+            if pct < self.minimum_percentage_nodes_to_find:
+                pct = self.minimum_percentage_nodes_to_find
+        n = num_all_nodes * pct // 100
+        return max(n, self.minimum_feasible_nodes)
+
+
+# Volcano's own defaults, for comparison and tests.
+VOLCANO_DEFAULT_WEIGHTS = dict(binpack_weight=1.0, leastrequested_weight=1.0, balancedresource_weight=1.0)

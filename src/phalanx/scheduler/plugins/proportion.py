@@ -1,0 +1,209 @@
+"""Plugin proportion: queue fairness and queue capability.
+
+Volcano plugins/proportion (reference/volcano.md A.2-A.3). Per queue with
+jobs: ``allocated`` (tasks holding resources), ``request`` (allocated +
+pending), ``inqueue`` (what admitted jobs may still claim), ``elastic`` (what
+jobs hold beyond their minResources), ``realCapability = (cluster total -
+all guarantees) + own guarantee``, clamped to ``spec.capability``.
+
+- deserved: weighted water-filling of the cluster total, each queue capped by
+  its realCapability and its request, floored at its guarantee;
+- enqueue gate: ``minReq + allocated + inqueue - elastic <= realCapability``
+  on the dimensions minResources names; a closed queue admits nothing;
+- allocation gate: ``allocated + task request <= deserved`` on the task's
+  dimensions; a queue whose deserved is all allocated is overused and skipped;
+- queue order: spec.priority descending, then share ascending.
+
+On refusal, besides Volcano's event ("queue resource quota insufficient:
+insufficient cpu"), the job carries a readable reason (SEMANTICS S8):
+``queue "default" capability exceeded: cpu needed 4, allowed 2 (allocated 0, inqueue 0)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import resources as R
+from ..framework import PERMIT, REJECT, Plugin, Session
+from ..snapshot import ALLOCATED_STATUS, PENDING, PG_INQUEUE, PG_RUNNING, SUCCEEDED, JobInfo, QueueInfo, TaskInfo
+
+QUEUE_CAPABILITY_EXCEEDED = "QueueCapabilityExceeded"
+NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+QUEUE_CLOSED = "QueueClosed"
+MAX_ROUNDS = 1000
+
+
+@dataclass
+class QueueAttr:
+    queue: QueueInfo
+    allocated: list[float]
+    request: list[float]
+    inqueue: list[float]
+    elastic: list[float]
+    deserved: list[float]
+    real_capability: list[float] = field(default_factory=list)
+    cluster_capability: list[float] = field(default_factory=list)
+    share: float = 0.0
+
+
+def allocated_task_num(job: JobInfo) -> int:
+    return job.count(*ALLOCATED_STATUS, SUCCEEDED)
+
+
+def inqueue_claim(job: JobInfo) -> list[float] | None:
+    """What an admitted job may still claim: minResources not yet allocated
+    (for Inqueue jobs, and Running jobs whose gang is already placed)."""
+    if job.min_resources is None:
+        return None
+    if job.phase == PG_INQUEUE or (job.phase == PG_RUNNING and allocated_task_num(job) >= job.min_available):
+        return R.exceeded_part(job.min_resources, job.allocated)
+    return None
+
+
+class ProportionPlugin(Plugin):
+    name = "proportion"
+
+    def on_session_open(self, ssn: Session) -> None:
+        dims = ssn.dims
+        attrs: dict[str, QueueAttr] = {}
+        self.attrs = attrs
+        total_guarantee = dims.zero()
+        for q in ssn.queues.values():
+            R.add(total_guarantee, q.guarantee)
+        for key in sorted(ssn.jobs):
+            job = ssn.jobs[key]
+            q = ssn.queues[job.queue]
+            attr = attrs.get(q.name)
+            if attr is None:
+                attr = attrs[q.name] = QueueAttr(q, dims.zero(), dims.zero(), dims.zero(), dims.zero(), dims.zero())
+            for status, tasks in job.index.items():
+                if status in ALLOCATED_STATUS:
+                    for t in tasks.values():
+                        R.add(attr.allocated, t.resreq)
+                        R.add(attr.request, t.resreq)
+                elif status == PENDING:
+                    for t in tasks.values():
+                        R.add(attr.request, t.resreq)
+            claim = inqueue_claim(job)
+            if claim is not None:
+                R.add(attr.inqueue, claim)
+            R.add(attr.elastic, R.exceeded_part(job.allocated, job.min_resources or dims.zero()))
+        base = R.exceeded_part(ssn.total_resource, total_guarantee)
+        for attr in attrs.values():
+            attr.cluster_capability = R.plus(base, attr.queue.guarantee)
+            cap = attr.queue.capability
+            attr.real_capability = (list(attr.cluster_capability) if cap is None
+                                    else [min(a, c) for a, c in zip(attr.cluster_capability, cap)])
+        self._water_fill(ssn)
+        for attr in attrs.values():
+            self._update_share(attr)
+
+        ssn.add_queue_order_key(lambda q: (-q.priority, attrs[q.name].share if q.name in attrs else 0.0))
+        ssn.add_overused_fn(self._overused)
+        ssn.add_allocatable_fn(self._allocatable)
+        ssn.add_job_enqueueable_fn(lambda job: self._enqueueable(ssn, job))
+        ssn.add_job_enqueued_fn(self._enqueued)
+        ssn.add_event_handler(allocate=self._on_allocate, deallocate=self._on_deallocate)
+
+    # ---- deserved ----
+    def _water_fill(self, ssn: Session) -> None:
+        remaining = list(ssn.total_resource)
+        meet: set[str] = set()
+        order = sorted(self.attrs)
+        for _ in range(MAX_ROUNDS):
+            total_weight = sum(self.attrs[n].queue.weight for n in order if n not in meet)
+            if total_weight == 0:
+                break
+            old_remaining = list(remaining)
+            increased = ssn.dims.zero()
+            decreased = ssn.dims.zero()
+            for name in order:
+                if name in meet:
+                    continue
+                attr = self.attrs[name]
+                old = list(attr.deserved)
+                frac = attr.queue.weight / total_weight
+                d = [x + r * frac for x, r in zip(attr.deserved, remaining)]
+                d = [min(x, c) for x, c in zip(d, attr.real_capability)]
+                d = [min(x, r) for x, r in zip(d, attr.request)]
+                d = [max(x, g) for x, g in zip(d, attr.queue.guarantee)]
+                attr.deserved = d
+                if R.less_equal(attr.request, d) or R.equal(d, old):
+                    meet.add(name)
+                for i, (x, o) in enumerate(zip(d, old)):
+                    if x > o:
+                        increased[i] += x - o
+                    elif x < o:
+                        decreased[i] += o - x
+            remaining = R.clamp0([r - i + d for r, i, d in zip(remaining, increased, decreased)])
+            if R.is_empty(remaining) or remaining == old_remaining:
+                break
+
+    def _update_share(self, attr: QueueAttr) -> None:
+        attr.share = max((R.share(a, d) for a, d in zip(attr.allocated, attr.deserved)), default=0.0)
+
+    def deserved(self, queue: str) -> list[float] | None:
+        a = self.attrs.get(queue)
+        return None if a is None else a.deserved
+
+    # ---- hooks ----
+    def _overused(self, queue: QueueInfo) -> bool:
+        attr = self.attrs.get(queue.name)
+        return attr is not None and R.less_equal(attr.deserved, attr.allocated)
+
+    def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return True
+        if not queue.is_open():
+            return False
+        future = R.plus(attr.allocated, task.resreq)
+        return R.less_equal_on(future, attr.deserved, task.resreq)
+
+    def _enqueueable(self, ssn: Session, job: JobInfo) -> int:
+        q = ssn.queues[job.queue]
+        attr = self.attrs.get(q.name)
+        if not q.is_open():
+            job.admission = (QUEUE_CLOSED, f'queue "{q.name}" is {q.state}: it admits no new PodGroups')
+            return REJECT
+        if job.min_resources is None or attr is None:
+            return PERMIT
+        min_req = job.min_resources
+        want = R.minus(R.plus(R.plus(min_req, attr.allocated), attr.inqueue), attr.elastic)
+        if R.less_equal_on(want, attr.real_capability, min_req):
+            return PERMIT
+        dims = ssn.dims
+        short = R.failing_dims(want, attr.real_capability, min_req)
+        names = [dims.names[i] for i in short]
+        ssn.record_podgroup_event(job, "Normal", "Unschedulable",
+                                  "queue resource quota insufficient: " + ", ".join(f"insufficient {n}" for n in names))
+        by_cap = [i for i in short if attr.real_capability[i] < attr.cluster_capability[i]]
+        parts = []
+        for i in short:
+            extra = f", elastic {dims.fmt(i, attr.elastic[i])}" if attr.elastic[i] > 0 else ""
+            parts.append(f"{dims.names[i]} needed {dims.fmt(i, min_req[i])}, allowed {dims.fmt(i, attr.real_capability[i])} "
+                         f"(allocated {dims.fmt(i, attr.allocated[i])}, inqueue {dims.fmt(i, attr.inqueue[i])}{extra})")
+        if by_cap:
+            head, reason = f'queue "{q.name}" capability exceeded: ', QUEUE_CAPABILITY_EXCEEDED
+        else:
+            head, reason = f'queue "{q.name}" resources insufficient: ', NOT_ENOUGH_RESOURCES
+        msg = head + "; ".join(parts)
+        job.admission = (reason, msg)
+        job.job_fit_errors = msg
+        return REJECT
+
+    def _enqueued(self, job: JobInfo) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is not None and job.min_resources is not None:
+            R.add(attr.inqueue, job.min_resources)
+
+    def _on_allocate(self, task: TaskInfo) -> None:
+        attr = self.attrs.get(task.job.queue)
+        if attr is not None:
+            R.add(attr.allocated, task.resreq)
+            self._update_share(attr)
+
+    def _on_deallocate(self, task: TaskInfo) -> None:
+        attr = self.attrs.get(task.job.queue)
+        if attr is not None:
+            R.sub(attr.allocated, task.resreq)
+            self._update_share(attr)

@@ -1,0 +1,443 @@
+"""The scheduler shell: watch, run a session when something relevant changes,
+write the session's decisions back.
+
+- Informers on Nodes, Queues, PodGroups and Pods feed the snapshots. A change
+  that can alter a decision wakes the loop; bursts are coalesced (``debounce``,
+  5 ms) and a safety tick runs a session every ``period`` (1 s) regardless
+  (SEMANTICS S9: Volcano only ticks every second).
+- The ``root`` and ``default`` queues are created at start when missing.
+- Results are applied in order: bindings (``client.bind`` also marks the pod
+  PodScheduled=True, as the apiserver's binding subresource does) and their
+  ``Scheduled`` events; PodGroup status (whole-object update: the CRD has no
+  status subresource); Queue status; PodScheduled=False conditions; events.
+  Writes retry on Conflict with a fresh read.
+- What we wrote is remembered until the informers show it, so a session that
+  runs before the watch caught up neither re-binds a pod nor rewrites a status.
+- Identical events (same object, reason and message as last time) are not
+  emitted again (SEMANTICS S8 (c)).
+- A bad object or a failed write is logged and skipped, never fatal.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import logging
+import time
+from collections import OrderedDict
+from typing import Any, Callable
+
+from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE, VOLCANO_VERSION
+from phalanx.api.errors import AlreadyExists, ApiError, Conflict, NotFound
+from phalanx.clock import Clock
+
+from .config import SchedulerConfig
+from .session import SessionResult, check_config, run_session
+from .snapshot import PodCache, Snapshot
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+MAX_RETRIES = 5
+EVENT_MEMORY = 8192
+ASSUME_TTL = 30.0  # seconds a bind we made is trusted before the watch shows it
+WRITE_CONCURRENCY = 32
+
+
+def _rv(obj: Obj | None) -> int:
+    try:
+        return int((obj or {}).get("metadata", {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _meta(obj: Obj) -> dict:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def trim_pod(pod: Obj) -> Obj:
+    """Keep what scheduling reads (saves memory in the pod informer)."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+
+    def container(c: Any) -> Any:
+        if not isinstance(c, dict):
+            return c
+        out = {"name": c.get("name"), "resources": c.get("resources") or {}}
+        if c.get("restartPolicy"):
+            out["restartPolicy"] = c["restartPolicy"]
+        return out
+
+    keep_spec = {k: spec[k] for k in ("schedulerName", "nodeName", "priority", "nodeSelector", "affinity",
+                                      "tolerations", "overhead") if k in spec}
+    keep_spec["containers"] = [container(c) for c in spec.get("containers") or []]
+    if spec.get("initContainers"):
+        keep_spec["initContainers"] = [container(c) for c in spec["initContainers"]]
+    keep_status: dict[str, Any] = {"phase": status.get("phase")}
+    conds = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "PodScheduled"]
+    if conds:
+        keep_status["conditions"] = conds
+    return {"apiVersion": pod.get("apiVersion", "v1"), "kind": pod.get("kind", "Pod"),
+            "metadata": pod.get("metadata") or {}, "spec": keep_spec, "status": keep_status}
+
+
+def _pod_signature(pod: Obj | None) -> tuple:
+    if pod is None:
+        return ()
+    spec = pod.get("spec") or {}
+    meta = _meta(pod)
+    return ((pod.get("status") or {}).get("phase"), spec.get("nodeName"), meta.get("deletionTimestamp"),
+            meta.get("generation"), (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name"))
+
+
+def _node_signature(node: Obj | None) -> tuple:
+    if node is None:
+        return ()
+    st = node.get("status") or {}
+    ready = [c.get("status") for c in st.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"]
+    spec = node.get("spec") or {}
+    return (repr(st.get("allocatable")), repr(st.get("capacity")), tuple(ready), spec.get("unschedulable"),
+            repr(spec.get("taints")), repr(_meta(node).get("labels")))
+
+
+class Scheduler:
+    """``await Scheduler(client, clock).run()`` until ``stop()``."""
+
+    def __init__(self, client: Any, clock: Clock | None = None, config: SchedulerConfig | None = None,
+                 name: str = "volcano", *, debounce: float = 0.005, period: float = 1.0,
+                 priority_classes: dict[str, int] | None = None,
+                 informer_factory: Callable[[Any, str], Any] | None = None) -> None:
+        self.client = client
+        self.clock = clock or Clock()
+        self.config = config or SchedulerConfig(scheduler_name=name)
+        check_config(self.config)
+        self.name = name
+        self.debounce = debounce
+        self.period = period
+        self.priority_classes = dict(priority_classes or {})
+        self._informer_factory = informer_factory
+        self._informers: dict[str, Any] = {}
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._recorder: Any = None
+        self._pod_cache = PodCache()
+        self._assumed: dict[tuple[str, str], tuple[str, str, float]] = {}  # (ns, pod) -> (uid, node, at)
+        self._written: dict[tuple[str, str | None, str], Obj] = {}         # objects as we last wrote them
+        self._event_memory: OrderedDict[Any, dict[tuple[str, str], str]] = OrderedDict()
+        self.sessions = 0
+        self.last_result: SessionResult | None = None
+        self.last_session_seconds = 0.0
+
+    # ---------------------------------------------------------------- lifecycle
+    async def run(self) -> None:
+        self._stopping = False
+        await self._start_informers()
+        await self.ensure_default_queues()
+        while not self._stopping:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.period)
+                if self.debounce > 0:
+                    await asyncio.sleep(self.debounce)
+            except asyncio.TimeoutError:
+                pass
+            if self._stopping:
+                break
+            self._wake.clear()
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("scheduler: session failed")
+        self._stop_informers()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def _start_informers(self) -> None:
+        factory = self._informer_factory
+        if factory is None:
+            from phalanx.controller.runtime import Informer
+
+            def factory(client: Any, kind: str) -> Any:
+                return Informer(client, kind, transform=trim_pod if kind == "Pod" else None)
+        for kind in ("Node", "Queue", "PodGroup", "Pod"):
+            inf = factory(self.client, kind)
+            inf.add_handler(self._handler(kind))
+            self._informers[kind] = inf
+        for inf in self._informers.values():
+            await inf.start()
+        for inf in self._informers.values():
+            await inf.wait_synced()
+
+    def _stop_informers(self) -> None:
+        for inf in self._informers.values():
+            try:
+                inf.stop()
+            except Exception:  # pragma: no cover - defensive
+                log.exception("scheduler: stopping an informer failed")
+
+    def _handler(self, kind: str) -> Callable[[str, Obj, Obj | None], None]:
+        def on_event(type_: str, obj: Obj, old: Obj | None) -> None:
+            if self._relevant(kind, type_, obj, old):
+                self._wake.set()
+        return on_event
+
+    def _relevant(self, kind: str, type_: str, obj: Obj, old: Obj | None) -> bool:
+        """Changes that can alter a decision; status churn from node agents and
+        our own status writes do not wake the loop."""
+        if type_ != "MODIFIED" or old is None:
+            if kind == "Pod":
+                spec = obj.get("spec") or {}
+                return spec.get("schedulerName") == self.config.scheduler_name or bool(spec.get("nodeName"))
+            return True
+        if kind == "Pod":
+            return _pod_signature(obj) != _pod_signature(old)
+        if kind == "Node":
+            return _node_signature(obj) != _node_signature(old)
+        if kind == "PodGroup":
+            return (obj.get("spec") != old.get("spec")
+                    or _meta(obj).get("deletionTimestamp") != _meta(old).get("deletionTimestamp"))
+        if kind == "Queue":
+            return (obj.get("spec") != old.get("spec")
+                    or (obj.get("status") or {}).get("state") != (old.get("status") or {}).get("state"))
+        return True
+
+    async def ensure_default_queues(self) -> None:
+        """Volcano newDefaultAndRootQueue: root (not reclaimable) then default,
+        retried for up to 60 s."""
+        wanted = [
+            {"apiVersion": VOLCANO_VERSION, "kind": "Queue", "metadata": {"name": ROOT_QUEUE},
+             "spec": {"weight": 1, "reclaimable": False}},
+            {"apiVersion": VOLCANO_VERSION, "kind": "Queue", "metadata": {"name": DEFAULT_QUEUE},
+             "spec": {"weight": 1, "reclaimable": True, "parent": ROOT_QUEUE}},
+        ]
+        deadline = time.monotonic() + 60
+        for q in wanted:
+            delay = 0.05
+            while not self._stopping:
+                try:
+                    await self.client.create(copy.deepcopy(q))
+                    break
+                except AlreadyExists:
+                    break
+                except Exception as e:
+                    if time.monotonic() > deadline:
+                        log.error("scheduler: could not create queue %s: %s", q["metadata"]["name"], e)
+                        break
+                    log.warning("scheduler: creating queue %s failed (%s); retrying", q["metadata"]["name"], e)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+
+    def trigger(self) -> None:
+        """Ask for a session soon (e.g. after a configuration change)."""
+        self._wake.set()
+
+    # ---------------------------------------------------------------- one cycle
+    def build_snapshot(self) -> Snapshot:
+        now_mono = time.monotonic()
+        nodes = self._informers["Node"].list()
+        queues = [self._fresh("Queue", q) for q in self._informers["Queue"].list()]
+        podgroups = [self._fresh("PodGroup", pg) for pg in self._informers["PodGroup"].list()]
+        pods = []
+        seen_pods: set[tuple[str, str]] = set()
+        for p in self._informers["Pod"].list():
+            meta = _meta(p)
+            key = (meta.get("namespace") or "default", meta.get("name") or "")
+            seen_pods.add(key)
+            p = self._fresh("Pod", p)
+            assumed = self._assumed.get(key)
+            if assumed is not None:
+                uid, node, at = assumed
+                if meta.get("uid") != uid or (p.get("spec") or {}).get("nodeName") or now_mono - at > ASSUME_TTL:
+                    del self._assumed[key]
+                else:
+                    p = {**p, "spec": {**(p.get("spec") or {}), "nodeName": node}}
+            pods.append(p)
+        for key in [k for k in self._assumed if k not in seen_pods]:
+            del self._assumed[key]
+        snap = Snapshot.build(nodes, queues, podgroups, pods, self.priority_classes,
+                              default_queue=self.config.default_queue,
+                              scheduler_name=self.config.scheduler_name, pod_cache=self._pod_cache)
+        self._pod_cache.sweep()
+        for why in snap.skipped:
+            log.warning("scheduler: skipped %s", why)
+        return snap
+
+    def _fresh(self, kind: str, obj: Obj) -> Obj:
+        """The informer's copy, or what we wrote if the watch has not caught up."""
+        meta = _meta(obj)
+        key = (kind, meta.get("namespace"), meta.get("name") or "")
+        mine = self._written.get(key)
+        if mine is None:
+            return obj
+        if _meta(mine).get("uid") == meta.get("uid") and _rv(mine) > _rv(obj):
+            return mine
+        del self._written[key]
+        return obj
+
+    async def run_once(self) -> SessionResult:
+        """Build a snapshot, run one session, apply its result."""
+        snap = self.build_snapshot()
+        t0 = time.perf_counter()
+        result = run_session(snap, self.config, self.clock.now())
+        self.last_session_seconds = time.perf_counter() - t0
+        self.sessions += 1
+        self.last_result = result
+        await self.apply(result)
+        return result
+
+    # ---------------------------------------------------------------- apply
+    async def apply(self, result: SessionResult) -> None:
+        sem = asyncio.Semaphore(WRITE_CONCURRENCY)
+
+        async def limited(coro: Any) -> None:
+            async with sem:
+                await coro
+
+        await asyncio.gather(*(limited(self._bind(ns, name, node)) for ns, name, node in result.bindings))
+        await asyncio.gather(*(limited(self._write_podgroup(ns, name, st))
+                               for (ns, name), st in result.podgroup_status.items()))
+        await asyncio.gather(*(limited(self._write_queue(name, st)) for name, st in result.queue_status.items()))
+        await asyncio.gather(*(limited(self._write_pod_condition(ns, name, cond))
+                               for (ns, name), cond in result.pod_conditions.items()))
+        for ref, type_, reason, message in result.events:
+            await self._event(ref, type_, reason, message)
+
+    async def _bind(self, ns: str, name: str, node: str) -> None:
+        pod = self._informers["Pod"].get(ns, name) if "Pod" in self._informers else None
+        try:
+            await self.client.bind(ns, name, node)
+        except (Conflict, NotFound) as e:
+            log.info("scheduler: binding %s/%s to %s refused: %s", ns, name, node, e)
+            return
+        except Exception as e:
+            log.warning("scheduler: binding %s/%s to %s failed: %s", ns, name, node, e)
+            return
+        uid = _meta(pod).get("uid") if pod else None
+        self._assumed[(ns, name)] = (uid or "", node, time.monotonic())
+        ref = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid or ""}
+        await self._event(ref, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
+
+    async def _write_podgroup(self, ns: str, name: str, status: dict) -> None:
+        current = self._current("PodGroup", ns, name)
+        if current is None:
+            return
+        uid = _meta(current).get("uid")
+        for _ in range(MAX_RETRIES):
+            obj = copy.deepcopy(current)
+            obj["status"] = status
+            try:
+                written = await self.client.update(obj)
+                self._remember("PodGroup", written)
+                return
+            except Conflict:
+                current = await self._get("PodGroup", name, ns)
+                if current is None or _meta(current).get("uid") != uid:
+                    return
+            except NotFound:
+                return
+            except ApiError as e:
+                log.warning("scheduler: writing PodGroup %s/%s status failed: %s", ns, name, e)
+                return
+        log.warning("scheduler: PodGroup %s/%s kept conflicting; status not written", ns, name)
+
+    async def _write_queue(self, name: str, status: dict) -> None:
+        current = self._current("Queue", None, name)
+        if current is None:
+            return
+        uid = _meta(current).get("uid")
+        for _ in range(MAX_RETRIES):
+            obj = copy.deepcopy(current)
+            obj["status"] = status
+            try:
+                written = await self.client.update_status(obj)
+                self._remember("Queue", written)
+                return
+            except Conflict:
+                current = await self._get("Queue", name, None)
+                if current is None or _meta(current).get("uid") != uid:
+                    return
+            except NotFound:
+                return
+            except ApiError as e:
+                log.warning("scheduler: writing Queue %s status failed: %s", name, e)
+                return
+
+    async def _write_pod_condition(self, ns: str, name: str, cond: dict) -> None:
+        current = await self._get("Pod", name, ns)  # full object: the informer's copy is trimmed
+        for _ in range(MAX_RETRIES):
+            if current is None or (current.get("spec") or {}).get("nodeName"):
+                return
+            obj = copy.deepcopy(current)
+            status = obj.setdefault("status", {})
+            conds = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") != "PodScheduled"]
+            conds.append(cond)
+            status["conditions"] = conds
+            try:
+                written = await self.client.update_status(obj)
+                self._remember("Pod", trim_pod(written))
+                return
+            except Conflict:
+                current = await self._get("Pod", name, ns)
+            except NotFound:
+                return
+            except ApiError as e:
+                log.warning("scheduler: writing PodScheduled of %s/%s failed: %s", ns, name, e)
+                return
+
+    def _current(self, kind: str, ns: str | None, name: str) -> Obj | None:
+        inf = self._informers.get(kind)
+        obj = inf.get(ns, name) if inf is not None else None
+        return self._fresh(kind, obj) if obj is not None else None
+
+    async def _get(self, kind: str, name: str, ns: str | None) -> Obj | None:
+        try:
+            return await self.client.get(kind, name, ns)
+        except NotFound:
+            return None
+        except ApiError as e:
+            log.warning("scheduler: reading %s %s/%s failed: %s", kind, ns, name, e)
+            return None
+
+    def _remember(self, kind: str, obj: Obj | None) -> None:
+        if not obj:
+            return
+        meta = _meta(obj)
+        self._written[(kind, meta.get("namespace") if kind != "Queue" else None, meta.get("name") or "")] = obj
+
+    async def _event(self, ref: dict, type_: str, reason: str, message: str) -> None:
+        """Record unless it repeats the object's last event of that type and
+        reason; an event with another reason resets the object's memory, so a
+        problem that comes back after being solved is reported again."""
+        key = ref.get("uid") or (ref.get("kind"), ref.get("namespace"), ref.get("name"))
+        last = self._event_memory.get(key)
+        if last is not None and last.get((type_, reason)) == message:
+            self._event_memory.move_to_end(key)
+            return
+        if last is None or any(r != reason for _, r in last):
+            last = {k: v for k, v in (last or {}).items() if k[1] == reason}
+        last[(type_, reason)] = message
+        self._event_memory[key] = last
+        self._event_memory.move_to_end(key)
+        while len(self._event_memory) > EVENT_MEMORY:
+            self._event_memory.popitem(last=False)
+        obj = {"apiVersion": ref.get("apiVersion", "v1"), "kind": ref.get("kind", ""),
+               "metadata": {k: v for k, v in (("name", ref.get("name")), ("namespace", ref.get("namespace")),
+                                              ("uid", ref.get("uid"))) if v}}
+        try:
+            recorder = self._get_recorder()
+            res = recorder.record(obj, type_, reason, message)
+            if inspect.isawaitable(res):
+                await res
+        except Exception as e:  # events are best effort
+            log.warning("scheduler: recording event %s on %s/%s failed: %s", reason, ref.get("namespace"),
+                        ref.get("name"), e)
+
+    def _get_recorder(self) -> Any:
+        if self._recorder is None:
+            from phalanx.controller.events import EventRecorder
+            self._recorder = EventRecorder(self.client, self.name, self.clock)
+        return self._recorder

@@ -1,0 +1,237 @@
+"""One scheduling cycle, as a pure function: snapshot in, decisions out.
+
+``run_session`` opens a Session (plugins register in tier order), runs the
+configured actions (enqueue, allocate, backfill), and closes it as Volcano's
+closeSession does: plugins write conditions, then every job's PodGroup status
+is recomputed (phase machine of reference/volcano.md A.1), pending tasks get
+their PodScheduled=False condition, and queue status is recomputed. Only what
+changed is returned; the shell writes it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from . import resources as R
+from .actions import ACTIONS
+from .config import SchedulerConfig
+from .fit_errors import ALL_NODES_UNAVAILABLE
+from .framework import Event, Session, pod_group_ref, pod_ref
+from .plugins import PLUGINS
+from .reasons import task_scheduling_reason
+from .snapshot import (ALLOCATED, COMPLETED_STATUS, PENDING, PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING,
+                       PG_UNKNOWN, PIPELINED, RELEASING, RUNNING, SCHEDULED_STATUS, JobInfo, Snapshot)
+
+# Reasons with which an enqueue refusal is written (plugins set job.admission).
+ADMITTED = "Admitted"
+QUEUE_COUNT_FIELDS = {PG_PENDING: "pending", PG_RUNNING: "running", PG_UNKNOWN: "unknown",
+                      PG_INQUEUE: "inqueue", PG_COMPLETED: "completed"}
+
+
+@dataclass
+class SessionResult:
+    bindings: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, node), commit order
+    podgroup_status: dict[tuple[str, str], dict] = field(default_factory=dict)
+    queue_status: dict[str, dict] = field(default_factory=dict)
+    pod_conditions: dict[tuple[str, str], dict] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    session_uid: str = ""
+    skipped: list[str] = field(default_factory=list)  # objects the snapshot could not read
+
+    @property
+    def empty(self) -> bool:
+        return not (self.bindings or self.podgroup_status or self.queue_status or self.pod_conditions or self.events)
+
+
+def check_config(config: SchedulerConfig) -> None:
+    """Unknown action or plugin names are refused, naming the field."""
+    for a in config.actions:
+        if a not in ACTIONS:
+            raise ValueError(f"actions: unknown action {a!r}; known: {', '.join(ACTIONS)}")
+    for t, tier in enumerate(config.tiers):
+        for p in tier:
+            if p not in PLUGINS:
+                raise ValueError(f"tiers[{t}]: unknown plugin {p!r}; known: {', '.join(PLUGINS)}")
+
+
+def run_session(snapshot: Snapshot, config: SchedulerConfig | None = None, now: datetime | None = None,
+                session_uid: str | None = None) -> SessionResult:
+    """Run enqueue/allocate/backfill over the snapshot (which it consumes)."""
+    if now is None:
+        raise ValueError("now is required (pure core: the caller owns the clock)")
+    config = config or SchedulerConfig()
+    check_config(config)
+    ssn = Session(snapshot, config, now, session_uid)
+    ssn.open_plugins([[PLUGINS[name](config) for name in tier] for tier in config.tiers])
+    for action in config.actions:
+        ACTIONS[action](ssn)
+    return close_session(ssn)
+
+
+# ---------------------------------------------------------------- close
+
+def close_session(ssn: Session) -> SessionResult:
+    result = SessionResult(bindings=list(ssn.bindings), session_uid=ssn.uid, skipped=list(ssn.snapshot.skipped))
+    _admission_conditions(ssn)
+    ssn.close_plugins()
+    for key in sorted(ssn.jobs):
+        job = ssn.jobs[key]
+        _update_job(ssn, job, result)
+    _update_queues(ssn, result)
+    result.events = ssn.events
+    return result
+
+
+def _original_phase(job: JobInfo) -> str:
+    return str((job.podgroup.get("status") or {}).get("phase") or "")
+
+
+def _admission_conditions(ssn: Session) -> None:
+    """Phalanx S8: a refused admission is visible on the PodGroup (condition +
+    Warning event); once admitted, that condition turns False. A job whose
+    pods already exist gets the gang's condition instead, which quotes the
+    refusal as its origin reason."""
+    for key in sorted(ssn.jobs):
+        job = ssn.jobs[key]
+        if job.is_pending() and job.admission is not None and not job.tasks:
+            reason, message = job.admission
+            ssn.update_podgroup_condition(job, "Unschedulable", "True", reason, message)
+            ssn.record_podgroup_event(job, "Warning", "Unschedulable", message)
+        elif job.phase == PG_INQUEUE and _original_phase(job) in ("", PG_PENDING):
+            cond = ssn.condition(job, "Unschedulable")
+            if cond is not None and cond.get("status") == "True":
+                ssn.update_podgroup_condition(job, "Unschedulable", "False", ADMITTED,
+                                              f'admitted to queue "{job.queue}"')
+
+
+def job_phase(job: JobInfo) -> str:
+    """Volcano framework/session.go#jobStatus (A.1 phase machine)."""
+    if job.count(RUNNING) and job.unschedulable_this_session:
+        return PG_UNKNOWN
+    scheduled = job.count(*SCHEDULED_STATUS)
+    scheduled += sum(1 for t in job.index.get(RELEASING, {}).values() if t.node_name)
+    if scheduled >= job.min_available:
+        if job.count(*COMPLETED_STATUS) == scheduled:
+            return PG_COMPLETED
+        return PG_RUNNING
+    if job.phase != PG_INQUEUE:
+        return PG_PENDING
+    return PG_INQUEUE
+
+
+def _normalized(status: dict) -> dict:
+    out = {k: v for k, v in status.items() if k not in ("conditions", "running", "succeeded", "failed")}
+    for k in ("running", "succeeded", "failed"):
+        if status.get(k):
+            out[k] = status[k]
+    conds = [{k: v for k, v in c.items() if k not in ("transitionID", "lastTransitionTime")}
+             for c in status.get("conditions") or [] if isinstance(c, dict)]
+    if conds:
+        out["conditions"] = conds
+    return out
+
+
+def _update_job(ssn: Session, job: JobInfo, result: SessionResult) -> None:
+    old = job.podgroup.get("status") or {}
+    if not isinstance(old, dict):
+        old = {}
+    phase = job_phase(job)
+    job.phase = phase
+    new: dict[str, Any] = {k: v for k, v in old.items() if k not in ("conditions", "running", "succeeded", "failed")}
+    new["phase"] = phase
+    for k, status in (("running", RUNNING), ("succeeded", "Succeeded"), ("failed", "Failed")):
+        n = job.count(status)
+        if n:
+            new[k] = n
+    if job.conditions:
+        new["conditions"] = job.conditions
+    changed = _normalized(new) != _normalized(old)
+    if changed:
+        result.podgroup_status[job.key] = new
+
+    if job.unschedulable_this_session and not job.gang_invalid:
+        ssn.record_podgroup_event(job, "Warning", "Unschedulable", job.job_fit_errors)
+    elif changed and phase in (PG_RUNNING, PG_COMPLETED):
+        ssn.record_podgroup_event(job, "Normal", "Scheduled", "pod group is ready")
+
+    if job.gang_invalid:
+        return
+    for status in (ALLOCATED, PENDING, PIPELINED):
+        tasks = job.index.get(status)
+        if not tasks:
+            continue
+        for t in sorted(tasks.values(), key=lambda t: t.name):
+            reason, msg = task_scheduling_reason(job, t)
+            if not msg:
+                msg = job.job_fit_errors or ALL_NODES_UNAVAILABLE
+            current = _pod_condition(t.pod, "PodScheduled")
+            if (current is not None and current.get("status") == "False"
+                    and current.get("reason") == reason and current.get("message") == msg):
+                continue
+            since = current.get("lastTransitionTime") if current and current.get("status") == "False" else None
+            result.pod_conditions[t.key] = {
+                "type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                "lastTransitionTime": since or ssn.now_str, "reason": reason, "message": msg,
+            }
+            ssn.record_event(pod_ref(t), "Warning", "FailedScheduling", msg)
+
+
+def _pod_condition(pod: dict, ctype: str) -> dict | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == ctype:
+            return c
+    return None
+
+
+def _update_queues(ssn: Session, result: SessionResult) -> None:
+    dims = ssn.dims
+    allocated = {name: dims.zero() for name in ssn.queues}
+    counts: dict[str, dict[str, int]] = {name: {} for name in ssn.queues}
+    for key in sorted(ssn.jobs):
+        job = ssn.jobs[key]
+        if job.queue not in allocated:
+            continue
+        field_name = QUEUE_COUNT_FIELDS.get(job.phase)
+        if field_name:
+            c = counts[job.queue]
+            c[field_name] = c.get(field_name, 0) + 1
+        # roll the job's allocation up to every ancestor, up to root
+        name: str | None = job.queue
+        seen: set[str] = set()
+        while name is not None and name in allocated and name not in seen:
+            seen.add(name)
+            R.add(allocated[name], job.allocated)
+            q = ssn.queues[name]
+            name = q.parent or ("root" if name != "root" else None)
+    for name in sorted(ssn.queues):
+        q = ssn.queues[name]
+        old = (q.queue.get("status") or {})
+        if not isinstance(old, dict):
+            old = {}
+        new = {k: v for k, v in old.items() if k not in QUEUE_COUNT_FIELDS.values()}
+        new["allocated"] = dims.to_resource_list(allocated[name])
+        for k, v in sorted(counts[name].items()):
+            new[k] = v
+        if not new.get("state"):
+            new["state"] = "Open"
+        if _queue_changed(dims, old, new, allocated[name]):
+            result.queue_status[name] = new
+
+
+def _queue_changed(dims: R.Dims, old: dict, new: dict, alloc: list[float]) -> bool:
+    for k in QUEUE_COUNT_FIELDS.values():
+        if (old.get(k) or 0) != (new.get(k) or 0):
+            return True
+    if old.get("state") != new.get("state"):
+        return True
+    old_alloc = old.get("allocated")
+    if not isinstance(old_alloc, dict) or set(old_alloc) != set(new["allocated"]):
+        return True
+    try:
+        return not R.equal(dims.from_resource_list(old_alloc), alloc)
+    except ValueError:
+        return True
+
+
+__all__ = ["run_session", "SessionResult", "close_session", "job_phase", "pod_group_ref", "check_config"]

@@ -1,0 +1,552 @@
+"""The HTTP API: Kubernetes paths over any ``Client``.
+
+``make_app(client, token, log_provider)`` serves ``/api/v1/...`` and
+``/apis/<group>/<version>/...`` (namespaced and cluster-scoped collections and
+items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``), watch
+streams, ``/version``, health and legacy discovery. Every request needs the
+bearer token; every error is a Kubernetes ``Status`` with the apiserver's code
+and wording, and bad input never yields a 5xx. ``serve`` listens on loopback
+or a unix socket only.
+"""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import re
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import yaml
+from aiohttp import web
+
+from phalanx.api.errors import AlreadyExists, ApiError, BadRequest, Conflict, NotFound
+from phalanx.api.registry import ResourceType
+
+from . import discovery, streams
+from .auth import bearer_auth
+from .status import error_response, failure, json_response, success
+from .strategic import apply_strategic_merge
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 3 * 1024 * 1024
+SHUTDOWN_TIMEOUT = 2.0
+
+CLIENT = web.AppKey("client", object)
+LOG_PROVIDER = web.AppKey("log_provider", object)
+STOP = web.AppKey("stop", asyncio.Event)
+MAX_BODY = web.AppKey("max_body", int)
+ROUTE = web.RequestKey("route", object)
+OBJECT_NAME = web.RequestKey("object_name", str)  # the name an error is about, when not in the URL
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+# --------------------------------------------------------------------------
+# Routing
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    """A resource path: the resource type, namespace, name and subresource it names."""
+
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+class _PathNotFound(Exception):
+    pass
+
+
+def _not_found_response() -> web.Response:
+    return failure(404, "NotFound", "the server could not find the requested resource")
+
+
+def parse_resource_path(group: str, version: str, rest: list[str]) -> Route:
+    """``rest`` is what follows ``/api/v1`` or ``/apis/<g>/<v>``."""
+    if not rest:
+        raise _PathNotFound()
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        rt = discovery.resource_for(group, version, rest[2])
+        if rt is not None and rt.namespaced:
+            if len(rest) > 5:
+                raise _PathNotFound()
+            return Route(rt, rest[1], rest[3] if len(rest) > 3 else None, rest[4] if len(rest) > 4 else None)
+    rt = discovery.resource_for(group, version, rest[0])
+    if rt is None or len(rest) > 3:
+        raise _PathNotFound()
+    name = rest[1] if len(rest) > 1 else None
+    if rt.namespaced and name is not None:
+        raise _PathNotFound()  # a namespaced object is only addressable inside its namespace
+    return Route(rt, None, name, rest[2] if len(rest) > 2 else None)
+
+
+def _check_names(route: Route) -> None:
+    """Names that cannot exist are answered like missing objects (they never touch a path)."""
+    if route.namespace is not None and (len(route.namespace) > 63 or not _DNS_LABEL.match(route.namespace)):
+        raise NotFound("namespaces", route.namespace)
+    if route.name is not None and (len(route.name) > 253 or not _DNS_SUBDOMAIN.match(route.name)):
+        raise NotFound(_resource_name(route.rt), route.name)
+
+
+def _resource_name(rt: ResourceType) -> str:
+    return f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+
+
+# --------------------------------------------------------------------------
+# Request bodies
+# --------------------------------------------------------------------------
+
+
+def _media_type(request: web.Request) -> str:
+    return (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def _read_body(request: web.Request) -> bytes:
+    limit = request.app[MAX_BODY]
+    if request.content_length is not None and request.content_length > limit:
+        raise _TooLarge(limit)
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise _TooLarge(limit) from None
+
+
+class _TooLarge(Exception):
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.limit = limit
+
+
+class _UnsupportedMedia(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _decode(raw: bytes, media: str) -> Any:
+    if not raw.strip():
+        raise BadRequest("the request body is empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("the request body is not valid UTF-8") from None
+    try:
+        if media in ("application/yaml", "application/x-yaml", "text/yaml"):
+            return yaml.safe_load(text)
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise BadRequest("the request body is nested too deeply") from None
+    except (ValueError, yaml.YAMLError) as e:
+        raise BadRequest(f"the request body is not valid {'YAML' if 'yaml' in media else 'JSON'}: {e}") from None
+
+
+async def _object_body(request: web.Request) -> dict[str, Any]:
+    media = _media_type(request)
+    if media not in ("", "application/json", "*/*", "application/yaml", "application/x-yaml", "text/yaml"):
+        raise _UnsupportedMedia(f"the body of the request was in an unknown format - accepted media types "
+                                f"include: application/json, application/yaml")
+    body = _decode(await _read_body(request), media)
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def _fill_identity(obj: dict[str, Any], route: Route) -> None:
+    """Default kind/apiVersion/namespace/name from the URL; refuse an object that names another."""
+    rt = route.rt
+    kind = obj.get("kind")
+    if kind in (None, ""):
+        obj["kind"] = rt.kind
+    elif kind != rt.kind:
+        raise BadRequest(f"the kind of the object ({kind}) does not match the kind on the URL ({rt.kind})")
+    av = obj.get("apiVersion")
+    if av in (None, ""):
+        obj["apiVersion"] = rt.api_version
+    elif av != rt.api_version:
+        raise BadRequest(f"the API version in the data ({av}) does not match the expected API version "
+                         f"({rt.api_version})")
+    meta = obj.get("metadata")
+    if meta is None:
+        meta = obj["metadata"] = {}
+    if not isinstance(meta, dict):
+        raise BadRequest("metadata must be a JSON object")
+    if route.namespace is not None:
+        ns = meta.get("namespace")
+        if ns in (None, ""):
+            meta["namespace"] = route.namespace
+        elif ns != route.namespace:
+            raise BadRequest("the namespace of the provided object does not match the namespace sent on the "
+                             "request")
+    if route.name is not None:
+        name = meta.get("name")
+        if name in (None, ""):
+            meta["name"] = route.name
+        elif name != route.name:
+            raise BadRequest(f"the name of the object ({name}) does not match the name on the URL ({route.name})")
+
+
+def _dry_run(request: web.Request) -> bool:
+    values = request.query.getall("dryRun", [])
+    for v in values:
+        if v != "All":
+            raise BadRequest(f'dryRun: Unsupported value: "{v}": supported values: "All"')
+    return bool(values)
+
+
+# --------------------------------------------------------------------------
+# Handlers
+# --------------------------------------------------------------------------
+
+
+async def _list(request: web.Request, route: Route) -> web.StreamResponse:
+    client = request.app[CLIENT]
+    rt = route.rt
+    if streams.parse_bool(request.query.get("watch"), "watch"):
+        return await streams.watch(request, client, rt, route.namespace, request.app[STOP])
+    streams.parse_int(request.query.get("limit"), "limit")  # accepted, but everything is returned
+    lst = await client.list(rt.kind, route.namespace,
+                            label_selector=request.query.get("labelSelector") or None,
+                            field_selector=request.query.get("fieldSelector") or None)
+    meta: dict[str, Any] = {"resourceVersion": lst.resource_version}
+    if rt.group:
+        meta["continue"] = ""
+    return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta,
+                          "items": lst.items})
+
+
+async def _create(request: web.Request, route: Route) -> web.StreamResponse:
+    client = request.app[CLIENT]
+    obj = await _object_body(request)
+    _fill_identity(obj, route)
+    name = obj["metadata"].get("name")
+    if isinstance(name, str):
+        request[OBJECT_NAME] = name
+    if _dry_run(request):
+        return json_response(await _dry_run_create(client, route, obj), status=201)
+    return json_response(await client.create(obj), status=201)
+
+
+async def _dry_run_create(client: Any, route: Route, obj: dict[str, Any]) -> dict[str, Any]:
+    """Admission only: the defaulted, validated object, never stored."""
+    from phalanx.api.admission import admit
+
+    admitted = admit(obj)
+    meta = admitted.get("metadata") or {}
+    name = meta.get("name")
+    if name:
+        try:
+            await client.get(route.rt.kind, name, meta.get("namespace"))
+        except NotFound:
+            pass
+        else:
+            raise AlreadyExists(_resource_name(route.rt), name)
+    return admitted
+
+
+async def _get(request: web.Request, route: Route) -> web.StreamResponse:
+    client = request.app[CLIENT]
+    return json_response(await client.get(route.rt.kind, route.name, route.namespace))
+
+
+async def _update(request: web.Request, route: Route) -> web.StreamResponse:
+    client = request.app[CLIENT]
+    obj = await _object_body(request)
+    _fill_identity(obj, route)
+    if _dry_run(request):
+        raise BadRequest("dryRun is supported on create only")
+    if route.subresource == "status":
+        return json_response(await client.update_status(obj))
+    return json_response(await client.update(obj))
+
+
+async def _patch(request: web.Request, route: Route) -> web.StreamResponse:
+    client = request.app[CLIENT]
+    rt = route.rt
+    media = _media_type(request)
+    accepted = [JSON_PATCH, MERGE_PATCH] + ([STRATEGIC_PATCH] if not rt.group else [])
+    if media not in accepted:
+        raise _UnsupportedMedia("the body of the request was in an unknown format - accepted media types "
+                                f"include: {', '.join(accepted)}")
+    body = _decode(await _read_body(request), "application/json")
+    if _dry_run(request):
+        raise BadRequest("dryRun is supported on create only")
+    sub = route.subresource
+    if media == JSON_PATCH:
+        if not isinstance(body, list):
+            raise BadRequest("a JSON patch must be a JSON array of operations")
+        return json_response(await client.patch(rt.kind, route.name, route.namespace, body, "json", sub))
+    if not isinstance(body, dict):
+        raise BadRequest("a merge patch must be a JSON object")
+    if media == MERGE_PATCH:
+        return json_response(await client.patch(rt.kind, route.name, route.namespace, body, "merge", sub))
+    return json_response(await _strategic_patch(client, route, body))
+
+
+async def _strategic_patch(client: Any, route: Route, patch: dict[str, Any]) -> dict[str, Any]:
+    """Apply a strategic merge patch as a read-modify-write, retried on a concurrent change."""
+    rt = route.rt
+    pinned = isinstance(patch.get("metadata"), dict) and patch["metadata"].get("resourceVersion")
+    for attempt in range(5):
+        current = await client.get(rt.kind, route.name, route.namespace)
+        patched = apply_strategic_merge(current, patch)
+        if not isinstance(patched, dict):
+            raise BadRequest("the patch may not delete the whole object")
+        meta = patched.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise BadRequest("metadata must be a JSON object")
+        if not pinned:
+            meta["resourceVersion"] = current.get("metadata", {}).get("resourceVersion")
+        try:
+            if route.subresource == "status":
+                return await client.update_status(patched)
+            return await client.update(patched)
+        except Conflict:
+            if pinned or attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def _delete(request: web.Request, route: Route) -> web.StreamResponse:
+    client = request.app[CLIENT]
+    rt = route.rt
+    options: dict[str, Any] = {}
+    raw = await _read_body(request)
+    if raw.strip():
+        options = _decode(raw, "application/json")
+        if not isinstance(options, dict):
+            raise BadRequest("DeleteOptions must be a JSON object")
+    if _dry_run(request) or options.get("dryRun"):
+        raise BadRequest("dryRun is supported on create only")
+    grace = options.get("gracePeriodSeconds")
+    if grace is None:
+        grace = streams.parse_int(request.query.get("gracePeriodSeconds"), "gracePeriodSeconds")
+    elif isinstance(grace, bool) or not isinstance(grace, int) or grace < 0:
+        raise BadRequest(f"gracePeriodSeconds: Invalid value: {json.dumps(grace)}: must be a non-negative integer")
+    policy = options.get("propagationPolicy", request.query.get("propagationPolicy"))
+    if policy not in (None, "", "Background", "Foreground", "Orphan"):
+        raise BadRequest(f'propagationPolicy: Unsupported value: "{policy}": supported values: "Background", '
+                         '"Foreground", "Orphan"')
+    current = await client.get(rt.kind, route.name, route.namespace)
+    meta = current.get("metadata") or {}
+    pre = options.get("preconditions") or {}
+    if not isinstance(pre, dict):
+        raise BadRequest("preconditions must be a JSON object")
+    for field in ("uid", "resourceVersion"):
+        want = pre.get(field)
+        if want not in (None, "") and want != meta.get(field):
+            label = "UID" if field == "uid" else "ResourceVersion"
+            err = Conflict(_resource_name(rt), route.name or "")
+            err.message = (f'Operation cannot be fulfilled on {_resource_name(rt)} "{route.name}": Precondition '
+                           f"failed: {label} in precondition: {want}, {label} in object meta: {meta.get(field)}")
+            raise err
+    result = await client.delete(rt.kind, route.name, route.namespace, grace_period_seconds=grace)
+    if result is not None:
+        return json_response(result)
+    details: dict[str, Any] = {"name": route.name}
+    if rt.group:
+        details["group"] = rt.group
+    details["kind"] = rt.plural
+    if meta.get("uid"):
+        details["uid"] = meta["uid"]
+    return json_response(success(details=details))
+
+
+async def _bind(request: web.Request, route: Route) -> web.StreamResponse:
+    client = request.app[CLIENT]
+    body = await _object_body(request)
+    target = body.get("target")
+    node = target.get("name") if isinstance(target, dict) else None
+    if not isinstance(node, str) or not node:
+        raise BadRequest("target.name: Required value: the node to bind to")
+    name = (body.get("metadata") or {}).get("name") if isinstance(body.get("metadata"), dict) else None
+    if name not in (None, "", route.name):
+        raise BadRequest(f"the name of the binding ({name}) does not match the pod on the URL ({route.name})")
+    await client.bind(route.namespace, route.name, node)
+    return json_response(success(201), status=201)
+
+
+async def _logs(request: web.Request, route: Route) -> web.StreamResponse:
+    return await streams.logs(request, request.app[CLIENT], request.app[LOG_PROVIDER], route.namespace or "",
+                              route.name or "", request.app[STOP])
+
+
+HandlerFn = Callable[[web.Request, Route], Awaitable[web.StreamResponse]]
+
+
+def _handler_for(route: Route, method: str) -> HandlerFn | None:
+    """The handler for ``method`` on ``route``; raises for paths that do not exist."""
+    rt, sub = route.rt, route.subresource
+    if route.name is None:
+        if rt.namespaced and route.namespace is None:  # e.g. /api/v1/pods: every namespace, read-only
+            return _list if method == "GET" else None
+        return {"GET": _list, "POST": _create}.get(method)
+    if sub is None:
+        return {"GET": _get, "PUT": _update, "PATCH": _patch, "DELETE": _delete}.get(method)
+    if sub == "status" and rt.has_status:
+        return {"GET": _get, "PUT": _update, "PATCH": _patch}.get(method)
+    if rt.kind == "Pod" and sub == "binding":
+        return {"POST": _bind}.get(method)
+    if rt.kind == "Pod" and sub == "log":
+        return {"GET": _logs}.get(method)
+    # e.g. PodGroup /status: no such subresource; the apiserver words it as a missing object
+    raise NotFound(_resource_name(rt), route.name)
+
+
+# --------------------------------------------------------------------------
+# Dispatch
+# --------------------------------------------------------------------------
+
+
+def _server_address(request: web.Request) -> str:
+    return request.host or "127.0.0.1"
+
+
+async def _dispatch(request: web.Request) -> web.StreamResponse:
+    segments = [s for s in request.path.split("/") if s]  # request.path is already percent-decoded
+    method = request.method
+    if method == "HEAD":
+        method = "GET"
+    if not segments:
+        return _not_found_response()
+    head = segments[0]
+    if len(segments) == 1 and head in ("healthz", "readyz", "livez"):
+        return web.Response(text="ok", content_type="text/plain")
+    if len(segments) == 1 and head == "version":
+        return json_response(discovery.version_info())
+    if head == "api":
+        if len(segments) == 1:
+            return json_response(discovery.api_versions(_server_address(request)))
+        group, version, rest = "", segments[1], segments[2:]
+    elif head == "apis":
+        if len(segments) == 1:
+            return json_response(discovery.api_group_list())
+        if len(segments) == 2:
+            doc = discovery.api_group(segments[1])
+            return json_response(doc) if doc else _not_found_response()
+        group, version, rest = segments[1], segments[2], segments[3:]
+    else:
+        return _not_found_response()
+    if not rest:
+        doc = discovery.resource_list(group, version)
+        return json_response(doc) if doc else _not_found_response()
+    try:
+        route = parse_resource_path(group, version, rest)
+    except _PathNotFound:
+        return _not_found_response()
+    request[ROUTE] = route
+    _check_names(route)
+    handler = _handler_for(route, method)
+    if handler is None:
+        return failure(405, "MethodNotAllowed", f"the server does not allow this method on the requested "
+                                                 f"resource")
+    return await handler(request, route)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                  ) -> web.StreamResponse:
+    """Every failure becomes a Status; bad input is never a 5xx."""
+    try:
+        return await handler(request)
+    except ApiError as e:
+        route: Route | None = request.get(ROUTE)
+        name = request.get(OBJECT_NAME) or (route.name if route else None)
+        return error_response(e, route.rt if route else None, name)
+    except _TooLarge as e:
+        return failure(413, "RequestEntityTooLarge", f"Request entity too large: limit is {e.limit}")
+    except _UnsupportedMedia as e:
+        return failure(415, "UnsupportedMediaType", e.message)
+    except web.HTTPException as e:
+        if e.status_code == 413:
+            return failure(413, "RequestEntityTooLarge",
+                           f"Request entity too large: limit is {request.app[MAX_BODY]}")
+        if e.status_code >= 400:
+            return failure(e.status_code, e.reason.replace(" ", ""), e.text or e.reason)
+        raise
+    except (asyncio.CancelledError, ConnectionError):
+        raise
+    except Exception as e:  # a bug: say so without leaking internals, keep serving
+        log.exception("internal error serving %s %s", request.method, request.path)
+        return failure(500, "InternalError", f"Internal error occurred: {type(e).__name__}")
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    app[STOP].set()
+
+
+def make_app(client: Any, token: str, log_provider: Any = None, *,
+             max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+    """The API application over ``client`` (any ``phalanx.client.interface.Client``).
+
+    ``log_provider`` serves ``pods/{name}/log``: an object with
+    ``open(namespace, pod, container, previous, follow, tail)`` returning an async
+    iterator of bytes (or the node's ``read``/``follow`` pair); without one the
+    log route answers 404.
+    """
+    app = web.Application(middlewares=[_errors, bearer_auth(token)], client_max_size=max_body_bytes)
+    app[CLIENT] = client
+    app[LOG_PROVIDER] = log_provider
+    app[STOP] = asyncio.Event()
+    app[MAX_BODY] = max_body_bytes
+    app.router.add_route("*", "/{tail:.*}", _dispatch)
+    app.on_shutdown.append(_on_shutdown)
+    return app
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0,
+                unix_socket: Path | str | None = None) -> tuple[web.AppRunner, str]:
+    """Start serving ``app``; returns the runner (``await runner.cleanup()`` to stop)
+    and the URL. Only a loopback address or a unix socket (mode 0600) is accepted:
+    the API is never exposed beyond this machine."""
+    if unix_socket is None and not _is_loopback(host):
+        raise ValueError(f"refusing to listen on {host!r}: only loopback addresses or a unix socket are allowed")
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=SHUTDOWN_TIMEOUT, access_log=None)
+    await runner.setup()
+    try:
+        if unix_socket is not None:
+            path = Path(unix_socket)
+            old_umask = os.umask(0o177)
+            try:
+                site: web.BaseSite = web.UnixSite(runner, str(path))
+                await site.start()
+            finally:
+                os.umask(old_umask)
+            os.chmod(path, 0o600)
+            return runner, "http+unix://" + urllib.parse.quote(str(path), safe="")
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        bound = sockets[0].getsockname()[1] if sockets else port
+        url_host = f"[{host}]" if ":" in host else host
+        return runner, f"http://{url_host}:{bound}"
+    except BaseException:
+        await runner.cleanup()
+        raise

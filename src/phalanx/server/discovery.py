@@ -1,0 +1,100 @@
+"""/version and legacy discovery documents, built from the resource registry.
+
+Legacy discovery (``APIVersions``, ``APIGroupList``, ``APIGroup``,
+``APIResourceList``) is enough for kubectl, kopf and kr8s (ecosystem.md §1.3).
+The version reports minor 32 so Google's kubectl dispatcher runs kubectl 1.32.
+"""
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Any
+
+from phalanx import __version__
+from phalanx.api.registry import RESOURCES, ResourceType
+
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+def version_info() -> dict[str, Any]:
+    machine = platform.machine().lower()
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+    return {
+        "major": "1",
+        "minor": "32",
+        "gitVersion": f"v1.32.0+phalanx.{__version__}",
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": f"python{sys.version_info.major}.{sys.version_info.minor}",
+        "compiler": "phalanx",
+        "platform": f"{sys.platform}/{arch}",
+    }
+
+
+def group_versions() -> dict[str, list[str]]:
+    """API group -> versions served ("" is the core group)."""
+    out: dict[str, list[str]] = {}
+    for rt in RESOURCES:
+        versions = out.setdefault(rt.group, [])
+        if rt.version not in versions:
+            versions.append(rt.version)
+    return out
+
+
+def resource_for(group: str, version: str, plural: str) -> ResourceType | None:
+    for rt in RESOURCES:
+        if rt.group == group and rt.version == version and rt.plural == plural:
+            return rt
+    return None
+
+
+def api_versions(server_address: str) -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": group_versions().get("", []),
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
+
+
+def api_group(group: str) -> dict[str, Any] | None:
+    versions = group_versions().get(group) if group else None
+    if not versions:
+        return None
+    gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+def api_group_list() -> dict[str, Any]:
+    groups = []
+    for group in group_versions():
+        if group:
+            doc = api_group(group)
+            assert doc is not None
+            doc.pop("kind")
+            doc.pop("apiVersion")
+            groups.append(doc)
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
+    main: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
+                            "kind": rt.kind, "verbs": list(VERBS)}
+    if rt.short_names:
+        main["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        main["categories"] = list(rt.categories)
+    entries = [main]
+    sub = {"singularName": "", "namespaced": rt.namespaced}
+    if rt.has_status:
+        entries.append({"name": f"{rt.plural}/status", **sub, "kind": rt.kind, "verbs": ["get", "patch", "update"]})
+    if rt.kind == "Pod":
+        entries.append({"name": "pods/binding", **sub, "kind": "Binding", "verbs": ["create"]})
+        entries.append({"name": "pods/log", **sub, "kind": "Pod", "verbs": ["get"]})
+    return entries
+
+
+def resource_list(group: str, version: str) -> dict[str, Any] | None:
+    rts = [rt for rt in RESOURCES if rt.group == group and rt.version == version]
+    if not rts:
+        return None
+    gv = f"{group}/{version}" if group else version
+    resources = [e for rt in sorted(rts, key=lambda r: r.plural) for e in _resource_entries(rt)]
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}

@@ -1,0 +1,798 @@
+"""The versioned, watchable object store behind the embedded control plane.
+
+Kubernetes apiserver semantics over plain dicts: uid, one global monotonic
+resourceVersion, generation, optimistic concurrency, status written apart from
+spec, graceful pod deletion, finalizers, watch with a bounded history (410 Gone
+beyond it), and write-through SQLite persistence.
+
+Used from one asyncio event-loop thread only; every method is synchronous and
+every write is atomic: it is validated, admitted, persisted and only then made
+visible (memory + watch events). Objects are kept as serialized JSON, so
+nothing a caller holds can alias stored state.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sqlite3
+import uuid
+import weakref
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from ..api.errors import AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Invalid, NotFound
+from ..api.registry import ResourceType, all_kinds, by_kind
+from ..client.selectors import field_values, parse_field_selector, parse_label_selector
+from ..clock import Clock, format_time, parse_time
+from .patch import JsonPatchError, json_equal, json_patch, merge_patch
+from .sqlite import SqliteBackend
+from .watch import History, HistoryEvent, Watcher
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Admission = Callable[[Obj, "Obj | None"], Obj]
+AdmissionPlugin = Callable[[str, Obj, "Obj | None"], "Obj | None"]
+
+DEFAULT_POD_GRACE_SECONDS = 30
+_GENERATE_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # apiserver's SimpleNameGenerator alphabet
+_MAX_NAME_LENGTH = 253
+# What the apiserver's create strategies put in a fresh object's status.
+_INITIAL_STATUS = {"Pod": {"phase": "Pending"}, "Namespace": {"phase": "Active"}}
+
+
+class PatchRejected(Invalid):
+    """A JSON patch that does not apply (e.g. a failed ``test``): 422 with the
+    apiserver's generic message; ``cause`` says what failed."""
+
+    def __init__(self, cause: str) -> None:
+        ApiError.__init__(self, "the server rejected our request due to an error in our request")
+        self.errors = []
+        self.cause = cause
+
+
+class PreconditionConflict(Conflict):
+    """409 Conflict with a specific reason (uid precondition, binding)."""
+
+    def __init__(self, resource: str, name: str, detail: str) -> None:
+        ApiError.__init__(self, f'Operation cannot be fulfilled on {resource} "{name}": {detail}')
+
+
+class _Entry:
+    """One stored object: its JSON plus what selectors need, pre-extracted."""
+
+    __slots__ = ("raw", "rv", "labels", "fields")
+
+    def __init__(self, raw: str, rv: int, labels: dict[str, str], fields: dict[str, str]) -> None:
+        self.raw = raw
+        self.rv = rv
+        self.labels = labels
+        self.fields = fields
+
+
+def resource_name(rt: ResourceType) -> str:
+    """How the apiserver names a resource in messages: ``pods``, ``pytorchjobs.kubeflow.org``."""
+    return f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+
+
+def _tracks_generation(rt: ResourceType) -> bool:
+    # Custom resources and (since 1.32) Pods carry metadata.generation; the other
+    # built-in v1 kinds we serve (Node, Namespace, Service, Event) do not.
+    return bool(rt.group) or rt.kind == "Pod"
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+
+
+def _invalid(rt: ResourceType, name: str, *errors: FieldError) -> Invalid:
+    return Invalid(list(errors), prefix=f'{rt.kind} "{name}" is invalid: ')
+
+
+class Store:
+    """See the module docstring. ``db_path=None`` keeps everything in memory."""
+
+    def __init__(
+        self,
+        db_path: Path | None,
+        clock: Clock,
+        admission: Admission | None = None,
+        *,
+        history_size: int = 10_000,
+        max_pending: int = 50_000,
+    ) -> None:
+        self._clock = clock
+        self._admission = admission
+        self._plugins: list[AdmissionPlugin] = []
+        self._data: dict[str, dict[str | None, dict[str, _Entry]]] = {k: {} for k in all_kinds()}
+        # Weak: a watch its consumer dropped without closing disappears by itself.
+        self._watchers: dict[str, weakref.WeakSet[Watcher]] = {k: weakref.WeakSet() for k in all_kinds()}
+        self._max_pending = max_pending
+        self._rv = 0
+        self._db = SqliteBackend(db_path) if db_path is not None else None
+        if self._db is not None:
+            self._load()
+        # After a restart the history is empty: watches must start at or after the
+        # reloaded resourceVersion.
+        self._history = History(history_size, horizon=self._rv)
+
+    # ------------------------------------------------------------------ set-up
+
+    def add_admission_plugin(self, fn: AdmissionPlugin) -> None:
+        """Register ``fn(op, obj, old) -> obj``, run after admission on create and
+        update (incl. status and patch). It may change and return the object or
+        raise ApiError to refuse. On removal it is called with op "delete" (the
+        last state, old=None) so it can release what it allocated; its errors are
+        then logged, not raised."""
+        self._plugins.append(fn)
+
+    def _load(self) -> None:
+        assert self._db is not None
+        counter, rows = self._db.load()
+        for kind, ns, name, rv, raw in rows:
+            if kind not in self._data:
+                log.warning("store: skipping stored object of unknown kind %s %s/%s", kind, ns, name)
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                log.error("store: skipping unreadable stored object %s %s/%s", kind, ns, name)
+                continue
+            rt = by_kind(kind)
+            nsk = (ns or None) if rt.namespaced else None
+            self._data[kind].setdefault(nsk, {})[name] = self._entry(kind, obj, raw, int(rv))
+        self._rv = counter
+
+    def close(self) -> None:
+        """Close the database and end every open watch."""
+        for ws in self._watchers.values():
+            for w in list(ws):
+                w.close()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # ------------------------------------------------------------------ reads
+
+    def current_rv(self) -> str:
+        return str(self._rv)
+
+    def get(self, kind: str, ns: str | None, name: str) -> Obj:
+        rt = self._rt(kind)
+        ns = self._ns(rt, ns)
+        entry = self._lookup(rt, ns, name)
+        return json.loads(entry.raw)
+
+    def list(
+        self,
+        kind: str,
+        ns: str | None = None,
+        label_selector: Any = None,
+        field_selector: Any = None,
+    ) -> tuple[list[Obj], str]:
+        """Objects of ``kind`` (in ``ns``, or everywhere when None), sorted by
+        namespace and name, and the resourceVersion to watch from."""
+        rt = self._rt(kind)
+        lsel = parse_label_selector(label_selector)
+        fsel = parse_field_selector(field_selector, kind)
+        buckets = self._data[kind]
+        if rt.namespaced and ns:
+            namespaces = [ns] if ns in buckets else []
+        else:
+            namespaces = sorted(buckets, key=lambda n: n or "")
+        out: list[Obj] = []
+        for n in namespaces:
+            bucket = buckets[n]
+            for name in sorted(bucket):
+                e = bucket[name]
+                if lsel.requirements and not lsel.matches(e.labels):
+                    continue
+                if fsel.requirements and not fsel.matches(e.fields):
+                    continue
+                out.append(json.loads(e.raw))
+        return out, str(self._rv)
+
+    def watch(self, kind: str, ns: str | None = None, since_rv: str | None = None) -> Watcher:
+        """Events of ``kind`` after ``since_rv`` (exclusive). Without one (or "0"),
+        a synthetic ADDED for every current object comes first, then live events.
+        Raises Gone when ``since_rv`` is older than the history."""
+        rt = self._rt(kind)
+        ns = ns if (rt.namespaced and ns) else None
+        w = Watcher(kind, ns, self._max_pending, self._unregister)
+        if since_rv in (None, "", "0", 0):
+            buckets = self._data[kind]
+            names = [ns] if ns is not None else sorted(buckets, key=lambda n: n or "")
+            for n in names:
+                bucket = buckets.get(n, {})
+                for name in sorted(bucket):
+                    w.push("ADDED", bucket[name].raw)
+        else:
+            try:
+                rv = int(str(since_rv))
+                if rv < 0:
+                    raise ValueError
+            except ValueError:
+                raise BadRequest(f'resourceVersion: Invalid value: "{since_rv}": must be a non-negative integer') from None
+            w.push_many((ev.type, ev.raw) for ev in self._history.since(rv, kind, ns))
+        self._watchers[kind].add(w)
+        return w
+
+    def _unregister(self, w: Watcher) -> None:
+        ws = self._watchers.get(w.kind)
+        if ws is not None:
+            ws.discard(w)
+
+    # ------------------------------------------------------------------ writes
+
+    def create(self, obj: Obj) -> Obj:
+        obj = self._copy_in(obj)
+        rt = self._rt_of(obj)
+        meta = self._meta(rt, obj)
+        self._check_api_version(rt, obj)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = self._generate_name(rt, meta)
+        name = meta.get("name")
+        if not name:
+            raise _invalid(rt, "", FieldError("metadata.name", "Required", "name or generateName is required"))
+        self._check_name(rt, name)
+        if not rt.namespaced:
+            meta.pop("namespace", None)
+        for f in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+            meta.pop(f, None)
+        if rt.has_status and rt.kind != "Node":
+            # Status is written through update_status only. Nodes keep theirs: a
+            # kubelet registers with its capacity (golden 12).
+            obj.pop("status", None)
+        if rt.kind in _INITIAL_STATUS:
+            obj["status"] = dict(_INITIAL_STATUS[rt.kind])
+        stamp = self._creation_stamp(rt)
+        meta.update(stamp)
+
+        obj = self._admit(obj, None)
+        if not isinstance(obj.get("metadata"), dict):
+            raise ApiError("Internal error occurred: admission removed metadata")
+        ns = self._object_ns(rt, obj, name)  # after admission, which may default it
+        self._check_identity(rt, obj, ns, name)
+        if name in self._data[rt.kind].get(ns, {}):
+            raise AlreadyExists(resource_name(rt), name)
+        obj = self._run_plugins("create", obj, None)
+        try:
+            self._check_identity(rt, obj, ns, name)
+            obj["metadata"].update(stamp)
+            rv = self._rv + 1
+            obj["metadata"]["resourceVersion"] = str(rv)
+            raw = self._serialize(obj)
+            self._commit_put(rt, ns, name, obj, raw, rv, "ADDED")
+        except BaseException:
+            self._notify_delete(obj)  # release what the plugins allocated
+            raise
+        return json.loads(raw)
+
+    def update(self, obj: Obj) -> Obj:
+        """Replace spec and metadata (status too for kinds without a status
+        subresource). A set, stale ``metadata.resourceVersion`` raises Conflict."""
+        obj = self._copy_in(obj)
+        rt = self._rt_of(obj)
+        meta = self._meta(rt, obj)
+        self._check_api_version(rt, obj)
+        name = self._required_name(rt, meta)
+        ns = self._object_ns(rt, obj, name)
+        entry = self._lookup(rt, ns, name)
+        old = json.loads(entry.raw)
+        self._check_preconditions(rt, name, meta, old)
+        self._keep_system_fields(rt, obj, old)
+        self._check_finalizers(rt, name, obj, old)
+
+        obj = self._admit(obj, json.loads(entry.raw))
+        self._check_identity(rt, obj, ns, name)
+        obj = self._run_plugins("update", obj, self._plugin_old(entry, old))
+        self._check_identity(rt, obj, ns, name)
+        self._keep_system_fields(rt, obj, old)
+        return self._finish_update(rt, ns, name, old, obj)
+
+    def update_status(self, obj: Obj) -> Obj:
+        """Replace only ``status``; spec and metadata stay as stored. For kinds
+        without a status subresource (PodGroup, Event) this is ``update``."""
+        obj = self._copy_in(obj)
+        rt = self._rt_of(obj)
+        if not rt.has_status:
+            return self.update(obj)
+        meta = self._meta(rt, obj)
+        name = self._required_name(rt, meta)
+        ns = self._object_ns(rt, obj, name)
+        entry = self._lookup(rt, ns, name)
+        old = json.loads(entry.raw)
+        self._check_preconditions(rt, name, meta, old)
+        new = json.loads(entry.raw)
+        if "status" in obj:
+            new["status"] = obj["status"]
+        else:
+            new.pop("status", None)
+        new = self._run_plugins("update", new, self._plugin_old(entry, old))
+        self._check_identity(rt, new, ns, name)
+        status = new.get("status")
+        new = json.loads(entry.raw)  # plugins may only change status here
+        if status is None:
+            new.pop("status", None)
+        else:
+            new["status"] = status
+        return self._finish_update(rt, ns, name, old, new)
+
+    def patch(
+        self,
+        kind: str,
+        ns: str | None,
+        name: str,
+        patch: Any,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> Obj:
+        """Apply a merge (RFC 7386) or JSON (RFC 6902) patch, then update (or
+        update_status for ``subresource="status"``). Unconditional unless the
+        patch sets ``metadata.resourceVersion``."""
+        rt = self._rt(kind)
+        ns = self._ns(rt, ns)
+        if subresource not in (None, "", "status"):
+            raise BadRequest(f'unsupported subresource "{subresource}" (supported: "status")')
+        current = json.loads(self._lookup(rt, ns, name).raw)
+        if patch_type == "merge":
+            if not isinstance(patch, dict):
+                raise BadRequest("merge patch must be a JSON object")
+            patched = merge_patch(current, patch)
+        elif patch_type == "json":
+            try:
+                patched = json_patch(current, patch)
+            except JsonPatchError as e:
+                raise PatchRejected(str(e)) from None
+        else:
+            raise BadRequest(f'unsupported patch type "{patch_type}" (supported: "merge", "json")')
+        if not isinstance(patched, dict):
+            raise BadRequest("the patched object must be a JSON object")
+        if patched.get("kind") != rt.kind:
+            raise BadRequest(f'the patch may not change kind (from "{rt.kind}" to {patched.get("kind")!r})')
+        pmeta = patched.get("metadata")
+        if not isinstance(pmeta, dict):
+            raise _invalid(rt, name, FieldError("metadata", "Required"))
+        if pmeta.get("name") != name:
+            raise BadRequest(f"the name of the object ({pmeta.get('name')}) does not match the name on the URL ({name})")
+        if rt.namespaced and pmeta.get("namespace") != ns:
+            raise BadRequest(
+                f"the namespace of the object ({pmeta.get('namespace')}) does not match the namespace on the URL ({ns})")
+        if subresource == "status":
+            return self.update_status(patched)
+        return self.update(patched)
+
+    def delete(
+        self,
+        kind: str,
+        ns: str | None,
+        name: str,
+        grace_period_seconds: int | None = None,
+        preconditions_uid: str | None = None,
+        *,
+        return_deleted: bool = False,
+    ) -> Obj | None:
+        """Delete. Returns the object when it stays (graceful pod deletion,
+        finalizers), None when it is gone at once - or, with ``return_deleted``,
+        its last state (what the HTTP API answers: golden 65, 67)."""
+        rt = self._rt(kind)
+        ns = self._ns(rt, ns)
+        if grace_period_seconds is not None and (
+                isinstance(grace_period_seconds, bool) or not isinstance(grace_period_seconds, int)):
+            raise BadRequest(f"gracePeriodSeconds: Invalid value: {grace_period_seconds!r}: must be an integer")
+        entry = self._lookup(rt, ns, name)
+        obj = json.loads(entry.raw)
+        meta = obj["metadata"]
+        if preconditions_uid is not None and meta.get("uid") != preconditions_uid:
+            raise PreconditionConflict(
+                resource_name(rt), name,
+                f"Precondition failed: UID in precondition: {preconditions_uid}, UID in object meta: {meta.get('uid')}")
+        now = self._clock.now()
+        finalizers = meta.get("finalizers") or []
+        grace = self._pod_grace(obj, grace_period_seconds) if rt.kind == "Pod" else 0
+
+        if meta.get("deletionTimestamp"):
+            current = meta.get("deletionGracePeriodSeconds")
+            if not isinstance(current, int) or grace >= current:
+                return obj  # deletion already pending; only a shorter grace changes it
+            requested = (parse_time(meta["deletionTimestamp"]) or now) - timedelta(seconds=current)
+            meta["deletionTimestamp"] = format_time(requested + timedelta(seconds=grace))
+            meta["deletionGracePeriodSeconds"] = grace
+            if grace == 0 and not finalizers:
+                raw = self._commit_remove(rt, ns, name, obj)
+                return json.loads(raw) if return_deleted else None
+            return self._write_modified(rt, ns, name, obj)
+
+        if grace > 0 or finalizers:
+            meta["deletionTimestamp"] = format_time(now + timedelta(seconds=grace))
+            meta["deletionGracePeriodSeconds"] = grace
+            self._bump_generation(rt, meta)
+            return self._write_modified(rt, ns, name, obj)
+        if rt.kind == "Pod":
+            # The apiserver marks even an immediately deleted pod, so the DELETED
+            # event shows deletionTimestamp and a zero grace period.
+            meta["deletionTimestamp"] = format_time(now)
+            meta["deletionGracePeriodSeconds"] = 0
+            self._bump_generation(rt, meta)
+        raw = self._commit_remove(rt, ns, name, obj)
+        return json.loads(raw) if return_deleted else None
+
+    def bind(self, ns: str, name: str, node: str) -> None:
+        """pods/binding: set ``spec.nodeName`` of an unbound pod and mark it
+        PodScheduled=True, as the apiserver's binding subresource does."""
+        rt = by_kind("Pod")
+        ns = self._ns(rt, ns)
+        if not isinstance(node, str) or not node:
+            raise BadRequest("binding target: a node name is required")
+        pod = json.loads(self._lookup(rt, ns, name).raw)
+        spec = pod.get("spec")
+        if not isinstance(spec, dict):
+            spec = pod["spec"] = {}
+        if pod["metadata"].get("deletionTimestamp"):
+            raise PreconditionConflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+        if spec.get("nodeName"):
+            raise PreconditionConflict(
+                "pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
+        spec["nodeName"] = node
+        status = pod.get("status")
+        if not isinstance(status, dict):
+            status = pod["status"] = {}
+        conds = [c for c in (status.get("conditions") or []) if isinstance(c, dict)]
+        cond = {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                "lastTransitionTime": format_time(self._clock.now())}
+        for i, c in enumerate(conds):
+            if c.get("type") == "PodScheduled":
+                if c.get("status") == "True":
+                    cond = c
+                conds[i] = cond
+                break
+        else:
+            conds.append(cond)
+        status["conditions"] = conds
+        self._write_modified(rt, ns, name, pod)
+
+    # ------------------------------------------------------------------ write helpers
+
+    def _finish_update(self, rt: ResourceType, ns: str | None, name: str, old: Obj, new: Obj) -> Obj:
+        """Generation, no-op detection, deletion once finalizers are gone, commit."""
+        meta = new["metadata"]
+        old_meta = old["metadata"]
+        if _tracks_generation(rt):
+            gen = old_meta.get("generation") if isinstance(old_meta.get("generation"), int) else 1
+            meta["generation"] = gen + 1 if self._spec_changed(rt, old, new) else gen
+        meta["resourceVersion"] = old_meta.get("resourceVersion")
+        if new == old and json_equal(new, old):
+            # Nothing changed: no new resourceVersion and no event, as the apiserver
+            # does; controllers rewriting the same status do not wake each other.
+            return json.loads(self._data[rt.kind][ns][name].raw)
+        if self._should_delete_during_update(old_meta, meta):
+            return json.loads(self._commit_remove(rt, ns, name, new))
+        return self._write_modified(rt, ns, name, new)
+
+    def _write_modified(self, rt: ResourceType, ns: str | None, name: str, obj: Obj) -> Obj:
+        rv = self._rv + 1
+        obj["metadata"]["resourceVersion"] = str(rv)
+        raw = self._serialize(obj)
+        self._commit_put(rt, ns, name, obj, raw, rv, "MODIFIED")
+        return json.loads(raw)
+
+    def _commit_put(self, rt: ResourceType, ns: str | None, name: str, obj: Obj, raw: str, rv: int, type_: str) -> None:
+        entry = self._entry(rt.kind, obj, raw, rv)
+        if self._db is not None:
+            try:
+                self._db.put(rt.kind, ns, name, rv, raw)
+            except sqlite3.Error as e:
+                log.error("store: cannot persist %s %s/%s: %s", rt.kind, ns, name, e)
+                raise ApiError(f"Internal error occurred: storage write failed: {e}") from e
+        self._rv = rv
+        self._data[rt.kind].setdefault(ns, {})[name] = entry
+        self._emit(HistoryEvent(rv, rt.kind, ns, type_, raw))
+
+    def _commit_remove(self, rt: ResourceType, ns: str | None, name: str, last: Obj) -> str:
+        """Remove the object; returns the JSON of its last state (the DELETED event's)."""
+        rv = self._rv + 1
+        last["metadata"]["resourceVersion"] = str(rv)
+        raw = self._serialize(last)
+        if self._db is not None:
+            try:
+                self._db.delete(rt.kind, ns, name, rv)
+            except sqlite3.Error as e:
+                log.error("store: cannot persist deletion of %s %s/%s: %s", rt.kind, ns, name, e)
+                raise ApiError(f"Internal error occurred: storage write failed: {e}") from e
+        self._rv = rv
+        bucket = self._data[rt.kind][ns]
+        del bucket[name]
+        if not bucket:
+            del self._data[rt.kind][ns]
+        self._notify_delete(last)
+        self._emit(HistoryEvent(rv, rt.kind, ns, "DELETED", raw))
+        return raw
+
+    def _emit(self, ev: HistoryEvent) -> None:
+        self._history.append(ev)
+        for w in tuple(self._watchers[ev.kind]):
+            if w.namespace is None or w.namespace == ev.namespace:
+                w.push(ev.type, ev.raw)
+
+    def _entry(self, kind: str, obj: Obj, raw: str, rv: int) -> _Entry:
+        labels = obj.get("metadata", {}).get("labels")
+        return _Entry(raw, rv, dict(labels) if isinstance(labels, dict) else {}, field_values(kind, obj))
+
+    @staticmethod
+    def _serialize(obj: Obj) -> str:
+        try:
+            return _dumps(obj)
+        except (TypeError, ValueError, RecursionError) as e:
+            raise ApiError(f"Internal error occurred: object is not JSON-serializable: {e}") from e
+
+    # ------------------------------------------------------------------ admission
+
+    def _admit(self, obj: Obj, old: Obj | None) -> Obj:
+        if self._admission is None:
+            return obj
+        try:
+            res = self._admission(obj, old)
+        except ApiError:
+            raise
+        except Exception as e:  # a bug in admission must not look like a crash to the caller
+            log.exception("store: admission failed on %s", obj.get("kind"))
+            raise ApiError(f"Internal error occurred: admission: {e}") from e
+        res = obj if res is None else res
+        if not isinstance(res, dict):
+            raise ApiError("Internal error occurred: admission returned a non-object")
+        return res
+
+    def _run_plugins(self, op: str, obj: Obj, old: Obj | None) -> Obj:
+        done: list[AdmissionPlugin] = []
+        for p in self._plugins:
+            try:
+                res = p(op, obj, old)
+                if res is not None and not isinstance(res, dict):
+                    raise ApiError("Internal error occurred: admission plugin returned a non-object")
+            except BaseException as e:
+                if op == "create":
+                    self._notify_delete(obj, done)  # release what earlier plugins took
+                if isinstance(e, ApiError) or not isinstance(e, Exception):
+                    raise
+                log.exception("store: admission plugin failed on %s", obj.get("kind"))
+                raise ApiError(f"Internal error occurred: admission plugin: {e}") from e
+            if res is not None:
+                obj = res
+            done.append(p)
+        return obj
+
+    def _plugin_old(self, entry: _Entry, old: Obj) -> Obj:
+        # Plugins get their own copy, so nothing they do can skew our comparisons.
+        return json.loads(entry.raw) if self._plugins else old
+
+    def _notify_delete(self, obj: Obj, plugins: list[AdmissionPlugin] | None = None) -> None:
+        for p in self._plugins if plugins is None else plugins:
+            try:
+                p("delete", obj, None)
+            except Exception:
+                log.exception("store: admission plugin failed on delete of %s", obj.get("kind"))
+
+    # ------------------------------------------------------------------ checks
+
+    def _rt(self, kind: str) -> ResourceType:
+        try:
+            return by_kind(kind)
+        except (KeyError, TypeError):
+            raise BadRequest(f'unknown kind "{kind}"') from None
+
+    def _rt_of(self, obj: Obj) -> ResourceType:
+        kind = obj.get("kind")
+        if not kind or not isinstance(kind, str):
+            raise BadRequest("Object 'Kind' is missing in the object")
+        return self._rt(kind)
+
+    @staticmethod
+    def _copy_in(obj: Any) -> Obj:
+        if not isinstance(obj, dict):
+            raise BadRequest("the object must be a JSON object")
+        try:
+            return json.loads(_dumps(obj))
+        except (TypeError, ValueError, RecursionError) as e:
+            raise BadRequest(f"the object is not valid JSON: {e}") from None
+
+    @staticmethod
+    def _check_api_version(rt: ResourceType, obj: Obj) -> None:
+        av = obj.get("apiVersion")
+        if av is None:
+            obj["apiVersion"] = rt.api_version
+        elif av != rt.api_version:
+            raise BadRequest(f'apiVersion "{av}" is not served for kind {rt.kind} (expected "{rt.api_version}")')
+
+    def _meta(self, rt: ResourceType, obj: Obj) -> dict[str, Any]:
+        """metadata, type-checked where the store itself relies on it."""
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        name = meta.get("name", "") if isinstance(meta, dict) else ""
+        name = name if isinstance(name, str) else ""
+        if not isinstance(meta, dict):
+            raise _invalid(rt, name, FieldError("metadata", "Invalid", "must be an object", "<non-object>"))
+        errors: list[FieldError] = []
+        for f in ("name", "namespace", "generateName"):
+            if meta.get(f) is not None and not isinstance(meta[f], str):
+                errors.append(FieldError(f"metadata.{f}", "Invalid", "must be a string", meta[f]))
+        for f in ("labels", "annotations"):
+            v = meta.get(f)
+            if v is None:
+                continue
+            if not isinstance(v, dict):
+                errors.append(FieldError(f"metadata.{f}", "Invalid", "must be a map of strings", str(v)))
+                continue
+            for k, val in v.items():
+                if not isinstance(val, str):
+                    errors.append(FieldError(f"metadata.{f}[{k}]", "Invalid", "must be a string", val))
+        fin = meta.get("finalizers")
+        if fin is not None and (not isinstance(fin, list) or not all(isinstance(x, str) for x in fin)):
+            errors.append(FieldError("metadata.finalizers", "Invalid", "must be a list of strings", str(fin)))
+        refs = meta.get("ownerReferences")
+        if refs is not None:
+            if not isinstance(refs, list):
+                errors.append(FieldError("metadata.ownerReferences", "Invalid", "must be a list", str(refs)))
+            else:
+                for i, r in enumerate(refs):
+                    if not isinstance(r, dict):
+                        errors.append(FieldError(f"metadata.ownerReferences[{i}]", "Invalid", "must be an object", str(r)))
+                        continue
+                    for f in ("apiVersion", "kind", "name", "uid"):
+                        if not isinstance(r.get(f), str) or not r.get(f):
+                            errors.append(FieldError(f"metadata.ownerReferences[{i}].{f}", "Required"))
+        if errors:
+            raise _invalid(rt, name, *errors)
+        return meta
+
+    @staticmethod
+    def _check_name(rt: ResourceType, name: str) -> None:
+        problem = None
+        if len(name) > _MAX_NAME_LENGTH:
+            problem = f"must be no more than {_MAX_NAME_LENGTH} characters"
+        elif name in (".", ".."):
+            problem = f'may not be "{name}"'
+        elif "/" in name or "%" in name:
+            problem = "may not contain '/' or '%'"
+        if problem:
+            raise _invalid(rt, name, FieldError("metadata.name", "Invalid", problem, name))
+
+    def _required_name(self, rt: ResourceType, meta: dict[str, Any]) -> str:
+        name = meta.get("name")
+        if not name:
+            raise _invalid(rt, "", FieldError("metadata.name", "Required", "name is required"))
+        return name
+
+    def _object_ns(self, rt: ResourceType, obj: Obj, name: str) -> str | None:
+        """The object's namespace: required for namespaced kinds, dropped otherwise."""
+        meta = obj["metadata"]
+        if not rt.namespaced:
+            meta.pop("namespace", None)
+            return None
+        ns = meta.get("namespace")
+        if not ns:
+            raise _invalid(rt, name, FieldError("metadata.namespace", "Required",
+                                                f"{rt.kind} is a namespaced kind"))
+        return ns
+
+    def _ns(self, rt: ResourceType, ns: str | None) -> str | None:
+        if not rt.namespaced:
+            return None
+        if not ns or not isinstance(ns, str):
+            raise BadRequest(f"a namespace is required for {resource_name(rt)}")
+        return ns
+
+    def _lookup(self, rt: ResourceType, ns: str | None, name: str) -> _Entry:
+        entry = self._data[rt.kind].get(ns, {}).get(name) if isinstance(name, str) else None
+        if entry is None:
+            raise NotFound(resource_name(rt), str(name))
+        return entry
+
+    @staticmethod
+    def _check_identity(rt: ResourceType, obj: Obj, ns: str | None, name: str) -> None:
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if (not isinstance(meta, dict) or obj.get("kind") != rt.kind or meta.get("name") != name
+                or (rt.namespaced and meta.get("namespace") != ns)):
+            raise ApiError("Internal error occurred: admission changed the identity of the object")
+
+    def _check_preconditions(self, rt: ResourceType, name: str, meta: dict[str, Any], old: Obj) -> None:
+        rv = meta.get("resourceVersion")
+        if rv not in (None, "") and str(rv) != old["metadata"].get("resourceVersion"):
+            raise Conflict(resource_name(rt), name)
+        uid = meta.get("uid")
+        if uid not in (None, "") and uid != old["metadata"].get("uid"):
+            raise PreconditionConflict(
+                resource_name(rt), name,
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata'].get('uid')}")
+
+    @staticmethod
+    def _keep_system_fields(rt: ResourceType, obj: Obj, old: Obj) -> None:
+        """What a client cannot change through update: identity stamps, deletion
+        state, generation (recomputed) and, with a status subresource, status."""
+        meta, old_meta = obj["metadata"], old["metadata"]
+        for f in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+            if f in old_meta:
+                meta[f] = old_meta[f]
+            else:
+                meta.pop(f, None)
+        if rt.namespaced:
+            meta["namespace"] = old_meta.get("namespace")
+        if rt.has_status:
+            if "status" in old:
+                obj["status"] = old["status"]
+            else:
+                obj.pop("status", None)
+
+    @staticmethod
+    def _check_finalizers(rt: ResourceType, name: str, obj: Obj, old: Obj) -> None:
+        if not old["metadata"].get("deletionTimestamp"):
+            return
+        before = set(old["metadata"].get("finalizers") or [])
+        added = [f for f in obj["metadata"].get("finalizers") or [] if f not in before]
+        if added:
+            raise _invalid(rt, name, FieldError(
+                "metadata.finalizers", "Forbidden", "no new finalizers can be added if the object is being deleted"))
+
+    @staticmethod
+    def _should_delete_during_update(old_meta: dict[str, Any], meta: dict[str, Any]) -> bool:
+        # apiserver ShouldDeleteDuringUpdate: the last finalizer of an object being
+        # deleted (with no grace period pending) was just removed.
+        if meta.get("finalizers") or not old_meta.get("finalizers"):
+            return False
+        if not meta.get("deletionTimestamp"):
+            return False
+        grace = meta.get("deletionGracePeriodSeconds")
+        return not (isinstance(grace, int) and grace > 0)
+
+    @staticmethod
+    def _spec_changed(rt: ResourceType, old: Obj, new: Obj) -> bool:
+        if rt.has_status:
+            return not json_equal(old.get("spec"), new.get("spec"))
+        # Without a status subresource every change outside metadata counts,
+        # as for a CRD (PodGroup status writes bump generation in Kubernetes).
+        keys = (set(old) | set(new)) - {"metadata"}
+        return any(not json_equal(old.get(k), new.get(k)) for k in keys)
+
+    @staticmethod
+    def _bump_generation(rt: ResourceType, meta: dict[str, Any]) -> None:
+        if _tracks_generation(rt) and isinstance(meta.get("generation"), int):
+            meta["generation"] += 1
+
+    def _creation_stamp(self, rt: ResourceType) -> dict[str, Any]:
+        stamp: dict[str, Any] = {
+            "uid": str(uuid.uuid4()),
+            "creationTimestamp": format_time(self._clock.now()),
+        }
+        if _tracks_generation(rt):
+            stamp["generation"] = 1
+        return stamp
+
+    def _generate_name(self, rt: ResourceType, meta: dict[str, Any]) -> str:
+        base = meta["generateName"][: _MAX_NAME_LENGTH - 5]
+        ns = meta.get("namespace") if rt.namespaced else None
+        taken = self._data[rt.kind].get(ns, {})
+        for _ in range(16):
+            name = base + "".join(random.choices(_GENERATE_NAME_CHARS, k=5))
+            if name not in taken:
+                return name
+        return name  # AlreadyExists will tell the client, as the apiserver does
+
+    @staticmethod
+    def _pod_grace(pod: Obj, requested: int | None) -> int:
+        """The apiserver's pod CheckGracefulDelete: the effective grace period."""
+        spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+        status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
+        if requested is not None:
+            period = requested
+        else:
+            t = spec.get("terminationGracePeriodSeconds")
+            period = t if isinstance(t, int) and not isinstance(t, bool) else DEFAULT_POD_GRACE_SECONDS
+        if not spec.get("nodeName"):
+            period = 0
+        if status.get("phase") in ("Succeeded", "Failed"):
+            period = 0
+        if period < 0:
+            period = 1
+        return period

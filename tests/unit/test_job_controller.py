@@ -1,0 +1,319 @@
+"""The job controller shell: plan application, caches that lag, owner mapping, and
+one end-to-end round over the in-memory store (no processes)."""
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+
+import pytest
+from .test_job_world import JOB_UID, pytorch_job
+
+from phalanx.api.errors import AlreadyExists, Conflict, NotFound
+from phalanx.clock import FakeClock
+from phalanx.controller.job import Plan, ReconcileOptions
+from phalanx.controller.job import controller as ctl
+from phalanx.controller.job.controller import CONFLICT_RETRY, ERROR_RETRY, JobController
+
+KEY = "PyTorchJob/default/pytest"
+
+
+class FakeInformer:
+    def __init__(self, *objs: dict) -> None:
+        self.objs = {(o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objs}
+
+    def get(self, ns, name):
+        return self.objs.get((ns, name))
+
+    def list(self, ns=None, label_selector=None):
+        return [o for (n, _), o in self.objs.items() if ns is None or n == ns]
+
+
+class FakeClient:
+    """Records calls; ``fail[(op, kind, name)] = exception`` makes a call raise."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+        self.fail: dict[tuple[str, str, str], Exception] = {}
+        self.rv = 100
+
+    def _do(self, op: str, kind: str, name: str) -> None:
+        self.calls.append((op, kind, name))
+        err = self.fail.get((op, kind, name))
+        if err is not None:
+            raise err
+
+    async def update_status(self, obj):
+        self._do("update_status", obj["kind"], obj["metadata"]["name"])
+        self.rv += 1
+        out = copy.deepcopy(obj)
+        out["metadata"]["resourceVersion"] = str(self.rv)
+        return out
+
+    async def update(self, obj):
+        self._do("update", obj["kind"], obj["metadata"]["name"])
+        return obj
+
+    async def create(self, obj):
+        self._do("create", obj["kind"], obj["metadata"]["name"])
+        return obj
+
+    async def delete(self, kind, name, namespace=None, grace_period_seconds=None):
+        self._do("delete", kind, name)
+        return None
+
+
+class FakeRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def record(self, obj, type, reason, message):  # noqa: A002
+        self.events.append((type, reason, message))
+
+
+def make(job: dict | None = None) -> tuple[JobController, FakeClient, FakeRecorder]:
+    client, rec = FakeClient(), FakeRecorder()
+    jc = JobController(client, FakeClock(), ReconcileOptions(), kinds=("PyTorchJob",), recorder=rec)
+    jc.jobs = {"PyTorchJob": FakeInformer(*([job] if job else []))}
+    jc.pods, jc.services, jc.podgroups = FakeInformer(), FakeInformer(), FakeInformer()
+    return jc, client, rec
+
+
+def obj(kind: str, name: str) -> dict:
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "default"}}
+
+
+def full_plan() -> Plan:
+    return Plan(
+        status={"conditions": []}, podgroup_delete=True,
+        delete_pods=["p-old"], delete_services=["s-old"],
+        create_services=[obj("Service", "s-new")], create_pods=[obj("Pod", "p-new")],
+        events=[("Normal", "PyTorchJobRunning", "PyTorchJob pytest is running.")],
+    )
+
+
+# ------------------------------------------------------------------------- apply
+
+
+async def test_plan_is_applied_status_first_then_podgroup_deletions_services_pods():
+    jc, client, rec = make()
+    res = await jc.apply(KEY, "PyTorchJob", pytorch_job(), full_plan())
+    assert client.calls == [("update_status", "PyTorchJob", "pytest"), ("delete", "PodGroup", "pytest"),
+                            ("delete", "Pod", "p-old"), ("delete", "Service", "s-old"),
+                            ("create", "Service", "s-new"), ("create", "Pod", "p-new")]
+    assert rec.events == [
+        ("Normal", "SuccessfulDeletePodGroup", "Deleted PodGroup: pytest"),
+        ("Normal", "SuccessfulDeletePod", "Deleted pod: p-old"),
+        ("Normal", "SuccessfulDeleteService", "Deleted service: s-old"),
+        ("Normal", "SuccessfulCreateService", "Created service: s-new"),
+        ("Normal", "SuccessfulCreatePod", "Created pod: p-new"),
+        ("Normal", "PyTorchJobRunning", "PyTorchJob pytest is running."),
+    ]
+    assert res is not None and res.requeue_after == 0.0  # creations: look again at once
+
+
+async def test_status_conflict_stops_the_plan_and_retries_shortly():
+    jc, client, rec = make()
+    client.fail[("update_status", "PyTorchJob", "pytest")] = Conflict("pytorchjobs", "pytest")
+    res = await jc.apply(KEY, "PyTorchJob", pytorch_job(), full_plan())
+    assert client.calls == [("update_status", "PyTorchJob", "pytest")]
+    assert rec.events == [] and res.requeue_after == CONFLICT_RETRY
+
+
+async def test_already_exists_and_not_found_count_as_done():
+    jc, client, rec = make()
+    client.fail[("create", "Pod", "p-new")] = AlreadyExists("pods", "p-new")
+    client.fail[("create", "Service", "s-new")] = AlreadyExists("services", "s-new")
+    client.fail[("delete", "Pod", "p-old")] = NotFound("pods", "p-old")
+    plan = full_plan()
+    plan.status = None
+    plan.events = []
+    res = await jc.apply(KEY, "PyTorchJob", pytorch_job(), plan)
+    assert [e[1] for e in rec.events] == ["SuccessfulDeletePodGroup", "SuccessfulDeleteService"]
+    assert res is None  # nothing new was created: the watch events will drive the next round
+
+
+async def test_a_failed_create_is_reported_and_retried():
+    jc, client, rec = make()
+    client.fail[("create", "Pod", "p-new")] = Conflict("pods", "p-new")
+    plan = Plan(create_pods=[obj("Pod", "p-new")], requeue_after=30)
+    res = await jc.apply(KEY, "PyTorchJob", pytorch_job(), plan)
+    assert rec.events[0][:2] == ("Warning", "FailedCreatePod")
+    assert rec.events[0][2].startswith("Error creating: Operation cannot be fulfilled")
+    assert res.requeue_after == ERROR_RETRY
+
+
+async def test_requeue_after_of_the_plan_is_returned():
+    jc, _, _ = make()
+    res = await jc.apply(KEY, "PyTorchJob", pytorch_job(), Plan(requeue_after=12.5))
+    assert res.requeue_after == 12.5
+
+
+async def test_ttl_deletes_the_job():
+    jc, client, rec = make()
+    await jc.apply(KEY, "PyTorchJob", pytorch_job(), Plan(delete_job=True))
+    assert client.calls == [("delete", "PyTorchJob", "pytest")]
+    assert rec.events == [("Normal", "SuccessfulDeleteJob", "Deleted job: pytest")]
+
+
+# -------------------------------------------------------------------- reconcile
+
+
+async def test_a_job_older_in_the_cache_than_our_last_status_write_is_not_reconciled():
+    job = pytorch_job()
+    jc, client, _ = make(job)
+    await jc.reconcile(KEY)  # writes Created (rv 101) and creates the PodGroup
+    assert ("update_status", "PyTorchJob", "pytest") in client.calls
+    client.calls.clear()
+    assert await jc.reconcile(KEY) is None  # the cache still holds rv 1
+    assert client.calls == []
+    job["metadata"]["resourceVersion"] = "101"
+    job["status"] = {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
+                                     "message": "PyTorchJob pytest is created.", "lastUpdateTime": "x",
+                                     "lastTransitionTime": "x"}], "replicaStatuses": {}}
+    await jc.reconcile(KEY)
+    assert client.calls == [("create", "PodGroup", "pytest")]  # not yet in the PodGroup cache
+
+
+async def test_only_objects_controlled_by_the_job_are_handed_to_the_core(monkeypatch):
+    job = pytorch_job()
+    jc, _, _ = make(job)
+    mine = {**obj("Pod", "pytest-master-0"), "metadata": {
+        "name": "pytest-master-0", "namespace": "default",
+        "ownerReferences": [{"kind": "PyTorchJob", "name": "pytest", "uid": JOB_UID, "controller": True}]}}
+    stranger = copy.deepcopy(mine)
+    stranger["metadata"]["name"] = "pytest-worker-0"
+    stranger["metadata"]["ownerReferences"][0]["uid"] = "other-uid"
+    jc.pods = FakeInformer(mine, stranger)
+    seen = {}
+
+    def spy(job, pods, services, podgroup, now, fw, options):
+        seen["pods"] = [p["metadata"]["name"] for p in pods]
+        return Plan()
+
+    monkeypatch.setattr(ctl, "reconcile", spy)
+    await jc.reconcile(KEY)
+    assert seen["pods"] == ["pytest-master-0"]
+
+
+async def test_deleted_or_deleting_jobs_are_not_reconciled():
+    jc, client, _ = make()
+    assert await jc.reconcile(KEY) is None
+    job = pytorch_job()
+    job["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    jc, client, _ = make(job)
+    assert await jc.reconcile(KEY) is None and client.calls == []
+    assert await jc.reconcile("garbage") is None
+
+
+def test_owned_object_events_map_to_the_controlling_job():
+    jc, _, _ = make()
+    pod = {"metadata": {"name": "p", "namespace": "ns1", "ownerReferences": [
+        {"kind": "PyTorchJob", "name": "j1", "controller": True, "uid": "u"},
+        {"kind": "TFJob", "name": "j2", "controller": False, "uid": "v"}]}}
+    moved = copy.deepcopy(pod)
+    moved["metadata"]["ownerReferences"][0]["name"] = "j3"
+    jc._owned_handler("MODIFIED", moved, pod)
+    orphan = {"metadata": {"name": "q", "namespace": "ns1"}}
+    jc._owned_handler("ADDED", orphan, None)
+    other_kind = {"metadata": {"name": "r", "namespace": "ns1",
+                               "ownerReferences": [{"kind": "MPIJob", "name": "m", "controller": True}]}}
+    jc._owned_handler("DELETED", other_kind, None)
+    keys = []
+    while len(jc.controller.queue):
+        keys.append(jc.controller.queue._queue.popleft())
+    assert keys == ["PyTorchJob/ns1/j1", "PyTorchJob/ns1/j3"]
+
+
+# ------------------------------------------------------------------- end to end
+
+
+@pytest.fixture
+async def store_client():
+    from phalanx.api.admission import admit
+    from phalanx.client.local import LocalClient
+    from phalanx.store.store import Store
+
+    clock = FakeClock()
+    store = Store(None, clock, admission=admit)
+    port = iter(range(23456, 24000))
+
+    def network(op, o, old):  # stands in for the local network: an address and host ports
+        if op == "create" and isinstance(o, dict) and o.get("kind") == "Service":
+            ann = o["metadata"].setdefault("annotations", {})
+            ann["phalanx.dev/address"] = "127.0.1.9"
+            ann["phalanx.dev/host-ports"] = json.dumps({p["name"]: next(port) for p in o["spec"].get("ports", [])})
+        return o
+
+    store.add_admission_plugin(network)
+    client = LocalClient(store)
+    try:
+        await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    except AlreadyExists:
+        pass
+    yield client, clock
+    store.close()
+
+
+async def wait_for(predicate, timeout: float = 5.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = await predicate()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def test_end_to_end_podgroup_then_services_then_pods_then_running(store_client):
+    client, clock = store_client
+    jc = JobController(client, clock, ReconcileOptions(init_container_command=["initwait"]), kinds=("PyTorchJob",))
+    task = asyncio.create_task(jc.run())
+    try:
+        job = pytorch_job()
+        for k in ("uid", "resourceVersion", "creationTimestamp"):
+            job["metadata"].pop(k)
+        await client.create(job)
+
+        async def podgroup():
+            items = (await client.list("PodGroup", "default")).items
+            return items[0] if items else None
+
+        pg = await wait_for(podgroup, what="PodGroup")
+        assert pg["spec"]["minMember"] == 4
+        await asyncio.sleep(0.05)
+        assert (await client.list("Pod", "default")).items == []  # gated until admitted
+        pg["status"] = {"phase": "Inqueue"}
+        await client.update(pg)
+
+        async def pods():
+            items = (await client.list("Pod", "default")).items
+            return items if len(items) == 4 else None
+
+        items = {p["metadata"]["name"]: p for p in await wait_for(pods, what="4 pods")}
+        env = {e["name"]: e["value"] for e in items["pytest-worker-2"]["spec"]["containers"][0]["env"]}
+        assert (env["MASTER_PORT"], env["RANK"]) == ("23456", "3")
+        assert items["pytest-worker-0"]["spec"]["initContainers"][0]["command"] == ["initwait", "pytest-master-0"]
+        assert len((await client.list("Service", "default")).items) == 4
+
+        master = items["pytest-master-0"]
+        master["status"] = {"phase": "Running", "containerStatuses": [
+            {"name": "pytorch", "restartCount": 0, "state": {"running": {}}}]}
+        await client.update_status(master)
+
+        async def running():
+            j = await client.get("PyTorchJob", "pytest", "default")
+            conds = (j.get("status") or {}).get("conditions") or []
+            return conds and conds[-1]["type"] == "Running"
+
+        await wait_for(running, what="job Running")
+        events = (await client.list("Event", "default")).items
+        reasons = {e["reason"] for e in events}
+        assert {"SuccessfulCreatePod", "SuccessfulCreateService", "PyTorchJobRunning"} <= reasons
+        assert {e["source"]["component"] for e in events} == {"pytorchjob-controller"}
+    finally:
+        await jc.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

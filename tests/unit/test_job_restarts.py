@@ -1,0 +1,292 @@
+"""Restarts counted by the job, backoffLimit, ExitCode, deadline, no restart after finish.
+
+SEMANTICS S2-S7, S11; SCENARIOS P5-P8 (seed 000), seed 001, C3 (seed 003), D1/D2 (seed 004).
+"""
+from __future__ import annotations
+
+import pytest
+from .test_job_core import PODS, assert_fixpoint, started
+from .test_job_world import World, pytorch_job, tf_job
+
+from phalanx.clock import format_time
+from phalanx.controller.job import ReconcileOptions
+from phalanx.controller.job.restarts import is_retryable_exit_code
+
+BACKOFF_MSG = "Job pytest has failed because it has reached the specified backoff limit"
+
+
+def running_world(job=None, **kw) -> World:
+    w = started(job or pytorch_job(), **kw)
+    w.running(*[n for n in w.pods])
+    w.step()
+    return w
+
+
+# ----------------------------------------------------------------------------- S2
+
+
+def test_s2_in_place_restart_is_counted_once_per_restart():
+    w = running_world()
+    w.running("pytest-worker-0", restarts=1, last_exit=1)
+    plan = w.step()
+    assert w.status["restartCount"] == 1
+    assert w.status["replicaStatuses"]["Worker"]["restarts"] == 1
+    assert w.status["podRestarts"]["pytest-worker-0"]["containers"] == {"pytorch": 1}
+    assert plan.events == []
+    assert w.step().is_empty()  # seen again: not counted again
+    w.running("pytest-worker-0", restarts=3, last_exit=1)  # two more, seen at once
+    w.step()
+    assert w.status["restartCount"] == 3
+    assert w.state() == "Running"
+
+
+def test_s2_restart_after_a_clean_exit_under_always_is_not_a_failure():
+    # SCENARIOS T3: "The PS restarting after a clean exit (Always) is not a failure."
+    w = running_world(tf_job(backoff=0))
+    w.running("tftest-ps-0", restarts=1, last_exit=0)
+    w.step()
+    assert "restartCount" not in w.status
+    assert w.state() == "Running"
+
+
+def test_s2_restarts_survive_pod_recreation():
+    # SCENARIOS P8 FIX: counted by the job, not read back from the (new) pod.
+    w = running_world()
+    w.running("pytest-worker-0", restarts=2, last_exit=1)
+    w.step()
+    w.failed("pytest-worker-0", exit_code=None)  # evicted
+    plan = w.step()
+    assert plan.delete_pods == ["pytest-worker-0"]
+    assert w.status["restartCount"] == 3
+    plan = w.step()
+    assert [p["metadata"]["name"] for p in plan.create_pods] == ["pytest-worker-0"]
+    assert w.status["restartCount"] == 3 and "podRestarts" not in w.status
+    w.running("pytest-worker-0")
+    w.step()
+    assert w.status["restartCount"] == 3 and w.state() == "Running"
+
+
+def test_s2_a_failed_pod_is_counted_once_while_its_deletion_is_pending():
+    w = running_world()
+    w.failed("pytest-worker-0", exit_code=None)
+    w.pods["pytest-worker-0"]["metadata"]["deletionTimestamp"] = format_time(w.now)  # stays a while
+    plan = w.step()
+    assert plan.delete_pods == []  # already being deleted
+    assert w.status["restartCount"] == 1
+    assert_fixpoint(w)
+    assert w.status["restartCount"] == 1
+
+
+def test_failed_pod_under_on_failure_is_deleted_and_recreated_with_restarting_condition():
+    w = running_world()
+    w.failed("pytest-worker-1", exit_code=None)
+    plan = w.step()
+    assert plan.delete_pods == ["pytest-worker-1"]
+    assert w.conditions()[-1] == ("Restarting", "True", "PyTorchJobRestarting")
+    msg = "PyTorchJob pytest is restarting because 1 Worker replica(s) failed."
+    assert w.status["conditions"][-1]["message"] == msg
+    assert plan.events == [("Warning", "PyTorchJobRestarting", msg)]
+    plan = w.step()
+    assert [p["metadata"]["name"] for p in plan.create_pods] == ["pytest-worker-1"]
+    assert w.conditions()[-1] == ("Running", "True", "PyTorchJobRunning")  # the master still runs
+    assert_fixpoint(w)
+
+
+# ----------------------------------------------------------------------------- S3
+
+
+def test_s3_backoff_limit_n_allows_n_restarts_and_the_next_failure_fails_the_job():
+    # SCENARIOS P7 FIX: backoffLimit 3 -> three restarts granted, the fourth failure fails.
+    w = running_world(pytorch_job(backoff=3))
+    for n in (1, 2, 3):
+        w.running("pytest-master-0", restarts=n, last_exit=1)
+        w.step()
+        assert w.state() == "Running" and w.status["restartCount"] == n
+    w.advance(5)
+    w.crashloop("pytest-master-0", restarts=4)
+    plan = w.step()
+    assert w.conditions()[-1] == ("Failed", "True", "BackoffLimitExceeded")
+    assert w.status["conditions"][-1]["message"] == BACKOFF_MSG
+    assert w.status["completionTime"] == format_time(w.now)
+    # S5: on failure everything of the job goes, whatever cleanPodPolicy says.
+    assert plan.delete_pods == PODS and plan.delete_services == PODS and plan.podgroup_delete
+    assert ("Normal", "PyTorchJobFailed", BACKOFF_MSG) in plan.events
+    assert ("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup") in plan.events
+    assert_fixpoint(w)
+
+
+def test_s3_default_backoff_limit_is_zero_when_unset():
+    # SCENARIOS C3 FIX: without backoffLimit, the first failure that needs a restart fails the job.
+    w = running_world(pytorch_job(backoff=None))
+    w.running("pytest-worker-0", restarts=1, last_exit=1)
+    w.step()
+    assert w.conditions()[-1] == ("Failed", "True", "BackoffLimitExceeded")
+
+
+def test_s3_operator_wide_default_backoff_limit():
+    w = running_world(pytorch_job(backoff=None), options=ReconcileOptions(default_backoff_limit=2))
+    for n in (1, 2):
+        w.running("pytest-worker-0", restarts=n, last_exit=1)
+        w.step()
+        assert w.state() == "Running"
+    w.running("pytest-worker-0", restarts=3, last_exit=1)
+    w.step()
+    assert w.state() == "Failed"
+
+
+def test_s3_all_workers_failing_fails_the_job_before_the_master_completes():
+    # SCENARIOS P6: three workers fail with backoffLimit 3 -> the fourth failure fails the job.
+    w = running_world(pytorch_job(backoff=3))
+    for i in range(3):
+        w.running(f"pytest-worker-{i}", restarts=1, last_exit=1)
+    w.step()
+    assert w.state() == "Running" and w.status["restartCount"] == 3
+    w.crashloop("pytest-worker-0", restarts=2)
+    plan = w.step()
+    assert w.state() == "Failed" and sorted(plan.delete_pods) == PODS
+
+
+# ------------------------------------------------------------------------ ExitCode (S6)
+
+
+@pytest.mark.parametrize("code, retryable", [
+    (None, True), (1, False), (2, False), (3, False), (125, False), (126, False), (127, False), (128, False),
+    (129, True), (130, True), (137, True), (138, True), (139, False), (143, True), (255, True),
+])
+def test_s6_exit_code_classes(code, retryable):
+    assert is_retryable_exit_code(code) is retryable
+
+
+def test_s6_exit_code_retryable_pod_is_recreated_and_counts_toward_backoff():
+    # Seed 001: worker-0 exits 138 under ExitCode -> deleted and recreated, Restarting; FIX: counted.
+    w = running_world(tf_job(worker_policy="ExitCode", backoff=1))
+    assert w.pods["tftest-worker-0"]["spec"]["restartPolicy"] == "Never"
+    w.failed("tftest-worker-0", exit_code=138)
+    plan = w.step()
+    assert plan.delete_pods == ["tftest-worker-0"]
+    assert w.conditions()[-1] == ("Restarting", "True", "TFJobRestarting")
+    assert w.status["conditions"][-1]["message"] == "job tftest is restarting because Worker replica(s) failed."
+    plan = w.step()
+    assert [p["metadata"]["name"] for p in plan.create_pods] == ["tftest-worker-0"]
+    w.running("tftest-worker-0")
+    w.step()
+    assert w.state() == "Running"
+    w.failed("tftest-worker-0", exit_code=138)
+    plan = w.step()
+    assert w.conditions()[-1] == ("Failed", "True", "BackoffLimitExceeded")
+    assert w.status["restartCount"] == 2
+
+
+def test_s6_exit_code_permanent_failure_fails_the_job_with_a_completion_time():
+    # S11: the original sets Failed without completionTime on this path.
+    w = running_world(tf_job(worker_policy="ExitCode"))
+    w.failed("tftest-worker-1", exit_code=1)
+    plan = w.step()
+    assert w.conditions()[-1] == ("Failed", "True", "TFJobFailed")
+    msg = 'job "tftest" is failing because "Worker" replica(s) failed.'
+    assert w.status["conditions"][-1]["message"] == msg
+    assert w.status["completionTime"] == format_time(w.now)
+    assert ("Warning", "TFJobFailed", msg) in plan.events
+    tf_pods = ["tftest-ps-0", "tftest-worker-0", "tftest-worker-1", "tftest-worker-2"]
+    assert plan.delete_pods == tf_pods and plan.delete_services == tf_pods
+    assert "restartCount" not in w.status
+
+
+# --------------------------------------------------------------------------- S7 Never
+
+
+def test_s7_a_replica_failing_under_never_fails_the_pytorchjob():
+    w = running_world(pytorch_job(policy="Never"))
+    w.failed("pytest-worker-2", exit_code=1)
+    plan = w.step()
+    assert w.conditions()[-1] == ("Failed", "True", "PyTorchJobFailed")
+    assert w.status["conditions"][-1]["message"] == "PyTorchJob pytest is failed because 1 Worker replica(s) failed."
+    assert w.status["completionTime"]
+    assert plan.delete_pods == PODS and plan.delete_services == PODS  # S5: the failed one too
+
+
+def test_s11_running_pod_being_deleted_is_not_counted_as_failed_under_never():
+    w = running_world(pytorch_job(policy="Never"))
+    w.pods["pytest-worker-0"]["metadata"]["deletionTimestamp"] = format_time(w.now)
+    w.step()
+    assert w.state() == "Running"
+    assert "failed" not in w.status["replicaStatuses"]["Worker"]
+
+
+# ------------------------------------------------------------------------------- S4
+
+
+def test_s4_deadline_is_enforced_when_it_passes_not_at_the_next_event():
+    # SCENARIOS D2 FIX: activeDeadlineSeconds 15, pods stably Running -> Failed at 15 s.
+    w = World(pytorch_job(activeDeadlineSeconds=15))
+    w.step()
+    w.admit()
+    plan = w.step()  # services, startTime
+    assert plan.requeue_after == 15
+    w.advance(2)
+    assert w.step().requeue_after == 13
+    w.running(*PODS)
+    w.advance(5)
+    assert w.step().requeue_after == 8
+    w.advance(8)
+    plan = w.step()
+    assert w.conditions()[-1] == ("Failed", "True", "DeadlineExceeded")
+    msg = "Job pytest has failed because it was active longer than specified deadline"
+    assert w.status["conditions"][-1]["message"] == msg
+    assert ("Normal", "PyTorchJobFailed", msg) in plan.events
+    assert plan.delete_pods == PODS and plan.podgroup_delete
+    assert plan.requeue_after is None
+    assert_fixpoint(w)
+
+
+def test_s4_no_deadline_before_start_time():
+    w = World(pytorch_job(activeDeadlineSeconds=5))
+    w.step()
+    w.advance(100)
+    plan = w.step()  # still gated: the job has not started
+    assert plan.requeue_after is None and w.state() == "Created"
+
+
+# ------------------------------------------------------------------------------- S5
+
+
+def test_s5_pods_of_a_finished_job_are_never_restarted():
+    # SCENARIOS P5 FIX: a worker that keeps failing after the job Succeeded is stopped,
+    # even with cleanPodPolicy None.
+    w = running_world(pytorch_job(backoff=5))
+    w.succeeded("pytest-master-0")
+    w.step()
+    assert w.state() == "Succeeded" and sorted(w.pods) == PODS
+    w.running("pytest-worker-1", restarts=1, last_exit=1)  # restarted in place after the finish
+    w.crashloop("pytest-worker-2", restarts=0)
+    plan = w.step()
+    assert plan.delete_pods == ["pytest-worker-1", "pytest-worker-2"]
+    assert plan.delete_services == ["pytest-worker-1", "pytest-worker-2"]
+    assert plan.status is None  # counters are frozen after the finish
+    w.succeeded("pytest-worker-0")
+    assert_fixpoint(w)
+    assert "pytest-worker-0" in w.pods
+
+
+def test_s5_a_kept_pod_restarted_after_a_clean_exit_is_not_deleted():
+    # SCENARIOS T1: after success the pods remain, the PS (Always) included.
+    w = running_world(tf_job())
+    w.succeeded("tftest-worker-0")
+    w.step()
+    assert w.state() == "Succeeded"
+    w.running("tftest-ps-0", restarts=1, last_exit=0)
+    assert w.step().is_empty()
+    ps = w.pods["tftest-ps-0"]
+    ps["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    assert w.step().is_empty()
+    assert "tftest-ps-0" in w.pods
+
+
+def test_s5_several_clean_restarts_after_the_finish_are_still_clean():
+    w = running_world(tf_job())
+    w.succeeded("tftest-worker-0")
+    w.step()
+    w.running("tftest-ps-0", restarts=3, last_exit=0)  # seen only after three clean restarts
+    assert w.step().is_empty()
+    w.running("tftest-ps-0", restarts=4, last_exit=2)
+    assert w.step().delete_pods == ["tftest-ps-0"]
