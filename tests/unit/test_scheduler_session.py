@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from phalanx.scheduler import SchedulerConfig, Snapshot, run_session
+from phalanx.scheduler import SchedulerConfig, run_session
 from phalanx.scheduler.config import VOLCANO_DEFAULT_WEIGHTS
 from phalanx.scheduler.testing import World, gang, node, pod, podgroup, queue
 
@@ -101,7 +101,7 @@ def test_volcano_default_weights_spread_the_seed_job_which_is_why_phalanx_uses_b
 P2_MESSAGE = 'queue "default" capability exceeded: cpu needed 4, allowed 2 (allocated 0, inqueue 0)'
 
 
-def test_queue_capability_keeps_the_podgroup_pending_with_a_readable_reason():
+def test_s8_gang_admission_refusal_names_queue_resource_needed_and_allowed():
     w = seed_world(capability={"cpu": 2}, pods=False)
     r = run(w)
     assert r.bindings == []
@@ -186,22 +186,27 @@ def test_closed_queue_admits_nothing():
     assert (c["reason"], c["message"]) == ("QueueClosed", 'queue "default" is Closed: it admits no new PodGroups')
 
 
-def test_refused_job_with_existing_pods_gets_the_gang_message_quoting_the_refusal():
+def test_refused_job_whose_pods_already_exist_keeps_the_refusal_as_reason():
+    # The seed's controller created the pods at once; the refusal must still be the reason.
     w = seed_world(capability={"cpu": 2})
     r = run(w)
     assert r.bindings == []
-    c = cond(r.podgroup_status[("default", "pytest")], "Unschedulable")
-    expected = ("4/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; "
-                "Pending: 4 Unschedulable. Origin reason is: " + P2_MESSAGE)
-    assert (c["reason"], c["message"]) == ("NotEnoughResources", expected)
+    st = r.podgroup_status[("default", "pytest")]
+    assert st["phase"] == "Pending"
+    c = cond(st, "Unschedulable")
+    assert (c["reason"], c["message"]) == ("QueueCapabilityExceeded", P2_MESSAGE)
+    assert cond(st, "Scheduled") is None
     assert set(r.pod_conditions) == {("default", p["metadata"]["name"]) for p in w.pods}
     pc = r.pod_conditions[("default", "pytest-master-0")]
-    assert (pc["status"], pc["reason"], pc["message"]) == ("False", "Unschedulable", expected)
+    assert (pc["status"], pc["reason"], pc["message"]) == ("False", "Unschedulable", P2_MESSAGE)
+    assert events_of(r, "PodGroup") == [
+        ("pytest", "Normal", "Unschedulable", "queue resource quota insufficient: insufficient cpu"),
+        ("pytest", "Warning", "Unschedulable", P2_MESSAGE)]
 
 
 # ---------------------------------------------------------------- gang all-or-nothing
 
-def test_gang_is_not_bound_when_the_fourth_pod_does_not_fit():
+def test_s8_allocation_is_all_or_nothing_when_the_fourth_pod_does_not_fit():
     # 4 cpu node, 1 cpu held by a pod of another scheduler: 3 of 4 fit.
     other = pod("other", None, cpu="1", node_name="n1", scheduler="default-scheduler", phase="Running")
     w = World([node("n1", cpu="4")], [queue()], [podgroup("pytest", 4, phase="Inqueue")], gang("pytest") + [other])
@@ -347,7 +352,7 @@ def test_binpack_prefers_the_fuller_node():
     assert run(w).bindings == [("default", "one-worker-0", "n2")]
 
 
-def test_node_ties_are_broken_by_name():
+def test_s9_node_ties_are_broken_by_name_not_at_random():
     w = World([node("n3"), node("n1"), node("n2")], [queue()], [podgroup("one", 1, phase="Inqueue")],
               [pod("one-worker-0", "one")])
     assert run(w).bindings == [("default", "one-worker-0", "n1")]

@@ -47,7 +47,7 @@ async def env():
     try:
         yield store, client, sched
     finally:
-        sched.stop()
+        await sched.stop()
         await asyncio.wait_for(task, 5)
 
 
@@ -171,6 +171,24 @@ async def test_a_bad_pod_does_not_stop_scheduling(env):
     store.create(clean(pod("good-worker-0", "good")))
     await eventually(lambda: get(store, "Pod", "good-worker-0")["spec"].get("nodeName") == "n1", what="good pod bound")
     assert not get(store, "Pod", "bad-worker-0")["spec"].get("nodeName")
+
+
+async def test_s9_a_session_runs_as_soon_as_something_changes_not_on_a_tick():
+    clock = FakeClock()
+    store = Store(None, clock)
+    sched = Scheduler(LocalClient(store), clock, debounce=0.002, period=60)  # the tick would take a minute
+    task = asyncio.create_task(sched.run())
+    try:
+        await eventually(lambda: get(store, "Queue", "default", None), what="default queue")
+        store.create(clean(node("las1")))
+        store.create(clean(podgroup("pytest", 4, min_resources=SEED_MIN)))
+        await eventually(lambda: phase(store, "pytest") == "Inqueue", timeout=2, what="Inqueue without a tick")
+        for p in gang("pytest"):
+            store.create(clean(p))
+        await eventually(lambda: phase(store, "pytest") == "Running", timeout=2, what="Running without a tick")
+    finally:
+        await sched.stop()
+        await asyncio.wait_for(task, 5)
 
 
 # ---------------------------------------------------------------- shell logic with fakes

@@ -23,16 +23,19 @@ IMAGE_NOTE = ("note: Phalanx's local runtime does not pull images; each containe
               "runs as a process on this machine (the image is only recorded).")
 
 
+# Columns pre-sized so rows of several kinds stay aligned as states change.
+_MIN_WIDTHS = {"NAME": 28, "STATUS": 17, "STATE": 9, "IP": 11, "NODE": 8, "AGE": 5}
+
+
 class WatchPrinter:
     """Prints watch rows of several kinds like `kubectl get a,b,c -w`: a header
-    whenever the kind changes, NAME as kind/name, identical rows not repeated."""
+    the first time a kind appears, NAME as kind/name, identical rows not repeated."""
 
     def __init__(self, console: Console, wide: bool = True, kind_prefix: bool = True, header: bool = True) -> None:
         self.console = console
         self.wide = wide
         self.kind_prefix = kind_prefix
         self.header = header
-        self._last_kind: str | None = None
         self._last_row: dict[tuple[str, str], list[str]] = {}
         self._widths: dict[str, list[int]] = {}
 
@@ -52,14 +55,14 @@ class WatchPrinter:
             return
         self._last_row[key] = cmp
         headers = cols
-        widths = self._widths.setdefault(kind, [len(h) for h in headers])
-        for i, c in enumerate(row):
-            widths[i] = max(widths[i], len(c))
-        if self._last_kind != kind:
+        widths = self._widths.get(kind)
+        if widths is None:
+            widths = [max(len(h), _MIN_WIDTHS.get(h, 0)) for h in headers]
+            self._widths[kind] = widths
             if self.header:
                 self.console.print(self._fmt(headers, widths), markup=False)
-            self._last_kind = kind
-            self.header = True
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], len(c))
         line = self._fmt(row, widths)
         if deleted:
             line += "   (deleted)"

@@ -101,6 +101,13 @@ def _node_signature(node: Obj | None) -> tuple:
             repr(spec.get("taints")), repr(_meta(node).get("labels")))
 
 
+class _Done:
+    """Lets callers write ``sched.stop()`` or ``await sched.stop()``."""
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        return iter(())
+
+
 class Scheduler:
     """``await Scheduler(client, clock).run()`` until ``stop()``."""
 
@@ -132,29 +139,33 @@ class Scheduler:
     # ---------------------------------------------------------------- lifecycle
     async def run(self) -> None:
         self._stopping = False
-        await self._start_informers()
-        await self.ensure_default_queues()
-        while not self._stopping:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.period)
-                if self.debounce > 0:
-                    await asyncio.sleep(self.debounce)
-            except asyncio.TimeoutError:
-                pass
-            if self._stopping:
-                break
-            self._wake.clear()
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("scheduler: session failed")
-        self._stop_informers()
+        try:
+            await self._start_informers()
+            await self.ensure_default_queues()
+            while not self._stopping:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.period)
+                    if self.debounce > 0:
+                        await asyncio.sleep(self.debounce)  # coalesce a burst of changes
+                except asyncio.TimeoutError:
+                    pass  # the periodic safety tick
+                if self._stopping:
+                    break
+                self._wake.clear()
+                try:
+                    await self.run_once()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("scheduler: session failed")
+        finally:
+            self._stop_informers()
 
-    def stop(self) -> None:
+    def stop(self) -> "_Done":
+        """Ask ``run`` to return after the current session (``await`` optional)."""
         self._stopping = True
         self._wake.set()
+        return _Done()
 
     async def _start_informers(self) -> None:
         factory = self._informer_factory

@@ -88,16 +88,16 @@ def _original_phase(job: JobInfo) -> str:
 
 
 def _admission_conditions(ssn: Session) -> None:
-    """Phalanx S8: a refused admission is visible on the PodGroup (condition +
-    Warning event); once admitted, that condition turns False. A job whose
-    pods already exist gets the gang's condition instead, which quotes the
-    refusal as its origin reason."""
+    """Phalanx S8: a refused admission is visible on the PodGroup (condition;
+    the Warning event follows from it at close) and on its pods if they exist;
+    once admitted, that condition turns False."""
     for key in sorted(ssn.jobs):
         job = ssn.jobs[key]
-        if job.is_pending() and job.admission is not None and not job.tasks:
+        if job.is_pending() and job.admission is not None:
             reason, message = job.admission
             ssn.update_podgroup_condition(job, "Unschedulable", "True", reason, message)
-            ssn.record_podgroup_event(job, "Warning", "Unschedulable", message)
+            job.unschedulable_this_session = True
+            job.job_fit_errors = message
         elif job.phase == PG_INQUEUE and _original_phase(job) in ("", PG_PENDING):
             cond = ssn.condition(job, "Unschedulable")
             if cond is not None and cond.get("status") == "True":

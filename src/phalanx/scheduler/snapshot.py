@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_TASK_SPEC, DEFAULT_QUEUE, SCHEDULER_NAME
+from phalanx.api.quantity import parse_quantity
 from phalanx.clock import parse_time
 
 from . import resources as R
+
+if TYPE_CHECKING:
+    from .fit_errors import FitErrors
 
 # Task statuses (Volcano api/types.go), spelled as Volcano prints them.
 PENDING = "Pending"
@@ -127,7 +131,7 @@ class JobInfo:
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
     index: dict[str, dict[str, TaskInfo]] = field(default_factory=dict)
     allocated: list[float] = field(default_factory=list)
-    nodes_fit_errors: dict[str, "FitErrorsLike"] = field(default_factory=dict)
+    nodes_fit_errors: dict[str, "FitErrors"] = field(default_factory=dict)  # task uid -> why it fits nowhere
     job_fit_errors: str = ""
     pending_best_effort: int = 0
     unschedulable_this_session: bool = False
@@ -248,11 +252,6 @@ class JobInfo:
             if m and allocated.get(role, 0) < m:
                 return False
         return True
-
-
-class FitErrorsLike:  # typing helper; the real class is fit_errors.FitErrors
-    def error(self) -> str:  # pragma: no cover - protocol
-        raise NotImplementedError
 
 
 @dataclass(eq=False, slots=True)
@@ -489,7 +488,6 @@ class _Builder:
                 pods_q = alloc_rl.get("pods")
                 max_pods = DEFAULT_MAX_PODS
                 if pods_q is not None:
-                    from phalanx.api.quantity import parse_quantity
                     max_pods = int(parse_quantity(pods_q))
                 spec = n.get("spec") or {}
                 taints = []

@@ -12,13 +12,15 @@ Phalanx deviations (SEMANTICS S8/S9, reported to the user):
   JobValid reason and message instead of the gang message, and its pods get
   no PodScheduled=False condition (they are waiting for siblings, not unplaceable);
 - when ``Scheduled=True`` is written, an ``Unschedulable=True`` left from an
-  earlier session is turned ``False`` (Volcano leaves both True).
+  earlier session is turned ``False`` (Volcano leaves both True);
+- a job refused at admission keeps the refusal as its condition (reason
+  QueueCapabilityExceeded/NotEnoughResources/QueueClosed), not the gang message.
 """
 from __future__ import annotations
 
 from ..fit_errors import FitErrors
-from ..framework import ABSTAIN, PERMIT, REJECT, Plugin, Session, ValidateResult
-from ..reasons import job_fit_error, task_scheduling_reason
+from ..framework import PERMIT, REJECT, Plugin, Session, ValidateResult
+from ..reasons import job_fit_error
 from ..snapshot import ALLOCATED, ALLOCATED_STATUS, PENDING, JobInfo
 
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
@@ -53,6 +55,8 @@ class GangPlugin(Plugin):
             job = ssn.jobs[key]
             if not job.tasks:
                 continue
+            if job.admission is not None and job.is_pending():
+                continue  # Phalanx: the admission refusal is the reason (written by the session)
             if job.is_ready() and job.check_task_ready():
                 ssn.update_podgroup_condition(job, SCHEDULED, "True", SCHEDULED_REASON, "")
                 old = ssn.condition(job, UNSCHEDULABLE)
@@ -78,5 +82,3 @@ class GangPlugin(Plugin):
                 if t.uid not in job.nodes_fit_errors:
                     job.nodes_fit_errors[t.uid] = FitErrors(err=msg)
 
-
-__all__ = ["GangPlugin", "job_valid", "task_scheduling_reason", "job_fit_error", "ABSTAIN"]
