@@ -58,11 +58,13 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Wait until a host is published (like the original nslookup loop).")
     parser.add_argument("host")
     parser.add_argument("--timeout", type=float, default=200.0, help="give up after this many seconds (default 200)")
-    parser.add_argument("--interval", type=float, default=0.5, help="seconds between tries (default 0.5)")
+    parser.add_argument("--interval", type=float, default=0.05,
+                        help="seconds between tries (default 0.05: a hosts-file read is cheap)")
     parser.add_argument("--hosts-file", default=os.environ.get("PHALANX_HOSTS_FILE"),
                         help="default: $PHALANX_HOSTS_FILE")
     args = parser.parse_args(argv)
     deadline = time.monotonic() + max(0.0, args.timeout)
+    next_note = 0.0  # say "waiting" at most every 2 s, as the original's loop did
     while True:
         address = resolve(args.host, args.hosts_file)
         if address:
@@ -71,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         if time.monotonic() >= deadline:
             print(f"{args.host} not found after {args.timeout:g}s", file=sys.stderr, flush=True)
             return 1
-        print("waiting for master", flush=True)
+        if time.monotonic() >= next_note:
+            print("waiting for master", flush=True)
+            next_note = time.monotonic() + 2.0
         time.sleep(max(0.01, min(args.interval, deadline - time.monotonic())))
 
 
