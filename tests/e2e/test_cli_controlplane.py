@@ -107,3 +107,16 @@ def test_logs_and_unauthenticated_access(env, tmp_path):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(api["url"] + "/api/v1/namespaces/default/pods", timeout=5)
     assert e.value.code == 401
+
+
+def test_edit_and_state_survives_a_restart(env):
+    # `edit` through $EDITOR (a sed script here), then `down` / `up`: the store reloads it.
+    e = dict(env, EDITOR="sed -i s/weight:\\ 1/weight:\\ 3/")
+    r = cli(e, "edit", "q", "default")
+    assert r.stdout.strip() == "queue.scheduling.volcano.sh/default edited"
+    assert json.loads(cli(env, "get", "q", "default", "-o", "json").stdout)["spec"]["weight"] == 3
+    cli(env, "down", timeout=60)
+    cli(env, "up")
+    assert json.loads(cli(env, "get", "q", "default", "-o", "json").stdout)["spec"]["weight"] == 3
+    table = cli(env, "get", "q").stdout.splitlines()
+    assert table[0].split() == ["NAME", "PARENT"] and table[1].split() == ["default", "root"]

@@ -135,19 +135,14 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _print_table(kind: str, objs: list[dict], wide: bool, all_ns: bool) -> None:
-    headers = printers.columns(kind, wide)
-    rows = [printers.row(o, kind, wide, _now()) for o in objs]
-    if all_ns:
-        headers = ["NAMESPACE", *headers]
-        rows = [[o.get("metadata", {}).get("namespace", ""), *r] for o, r in zip(objs, rows)]
-    out.print(printers.format_table(headers, rows), markup=False)
+def _print_table(kind: str, objs: list[dict], wide: bool, with_ns: bool) -> None:
+    headers = printers.columns(kind, wide, with_namespace=with_ns)
+    rows = [printers.row(o, kind, wide, _now(), with_namespace=with_ns) for o in objs]
+    out.print(printers.format_table(headers, rows), markup=False, end="")
 
 
 def _dump(obj: Any, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(obj, indent=4)
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+    return printers.to_json(obj) if fmt == "json" else printers.to_yaml(obj)
 
 
 # ---------------------------------------------------------------- control plane
@@ -244,27 +239,28 @@ def get(
             else:
                 lst = await client.list(rt.kind, ns, label_selector=selector)
                 objs, rv = lst.items, lst.resource_version
+            with_ns = all_namespaces and rt.namespaced
             if output in ("yaml", "json"):
-                if name:
-                    out.print(_dump(objs[0], output), markup=False, end="")
-                else:
-                    out.print(_dump({"apiVersion": "v1", "kind": "List", "items": objs,
-                                     "metadata": {"resourceVersion": ""}}, output), markup=False, end="")
+                out.print(_dump(objs[0] if name else printers.as_list(objs), output), markup=False, end="")
+            elif watch:
+                wp = printers.WatchPrinter(rt.kind, wide, with_namespace=with_ns)
+                if objs:
+                    out.print(wp.print(objs, _now()), markup=False, end="")
             elif objs:
-                _print_table(rt.kind, objs, wide, all_namespaces and rt.namespaced)
-            elif not watch:
+                _print_table(rt.kind, objs, wide, with_ns)
+            else:
                 where = f" in {namespace} namespace" if rt.namespaced and not all_namespaces else ""
                 err.print(f"No resources found{where}.", markup=False)
             if watch:
-                from .runner import WatchPrinter
-
-                wp = WatchPrinter(out, wide=wide, kind_prefix=False, header=not objs)
                 async for ev in client.watch(rt.kind, ns, resource_version=rv):
                     if ev.type == "BOOKMARK":
                         continue
                     if name and ev.object.get("metadata", {}).get("name") != name:
                         continue
-                    wp.print(ev.object, deleted=ev.type == "DELETED")
+                    if output in ("yaml", "json"):
+                        out.print(_dump(ev.object, output), markup=False, end="")
+                    else:
+                        out.print(wp.print([ev.object], _now()), markup=False, end="")
         finally:
             await client.close()
 

@@ -27,15 +27,13 @@ IMAGE_NOTE = ("note: Phalanx's local runtime does not pull images; each containe
 _MIN_WIDTHS = {"NAME": 28, "STATUS": 17, "STATE": 9, "IP": 11, "NODE": 8, "AGE": 5}
 
 
-class WatchPrinter:
+class MultiKindWatchPrinter:
     """Prints watch rows of several kinds like `kubectl get a,b,c -w`: a header
     the first time a kind appears, NAME as kind/name, identical rows not repeated."""
 
-    def __init__(self, console: Console, wide: bool = True, kind_prefix: bool = True, header: bool = True) -> None:
+    def __init__(self, console: Console, wide: bool = True) -> None:
         self.console = console
         self.wide = wide
-        self.kind_prefix = kind_prefix
-        self.header = header
         self._last_row: dict[tuple[str, str], list[str]] = {}
         self._widths: dict[str, list[int]] = {}
 
@@ -44,8 +42,7 @@ class WatchPrinter:
         rt = registry.by_kind(kind)
         name = obj.get("metadata", {}).get("name", "")
         row = printers.row(obj, kind, self.wide, datetime.now(timezone.utc))
-        if self.kind_prefix:
-            row[0] = f"{rt.singular}/{name}"
+        row[0] = f"{rt.singular}/{name}"
         key = (kind, name)
         # Age changes on every row; compare the rest.
         cols = printers.columns(kind, self.wide)
@@ -59,8 +56,7 @@ class WatchPrinter:
         if widths is None:
             widths = [max(len(h), _MIN_WIDTHS.get(h, 0)) for h in headers]
             self._widths[kind] = widths
-            if self.header:
-                self.console.print(self._fmt(headers, widths), markup=False)
+            self.console.print(self._fmt(headers, widths), markup=False)
         for i, c in enumerate(row):
             widths[i] = max(widths[i], len(c))
         line = self._fmt(row, widths)
@@ -141,7 +137,7 @@ async def _wait_gone(client, kind: str, name: str, ns: str, uid: str, timeout: f
 
 
 async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console, timeout: float | None) -> int:
-    printer = WatchPrinter(out, wide=True)
+    printer = MultiKindWatchPrinter(out, wide=True)
     queue: asyncio.Queue[tuple[str, WatchEvent]] = asyncio.Queue()
 
     def owned(o: dict) -> bool:
