@@ -290,3 +290,16 @@ def test_s5_several_clean_restarts_after_the_finish_are_still_clean():
     assert w.step().is_empty()
     w.running("tftest-ps-0", restarts=4, last_exit=2)
     assert w.step().delete_pods == ["tftest-ps-0"]
+
+
+def test_s5_kept_running_pods_are_marked_never_to_restart_once():
+    # SCENARIOS T1/T4: after success the PS (Always) keeps running to its end but is
+    # not restarted again: the job marks kept, unfinished pods once (phalanx.dev/no-restart).
+    w = running_world(tf_job())
+    w.succeeded("tftest-worker-0")
+    plan = w.step()
+    assert w.state() == "Succeeded"
+    assert sorted(plan.stop_restarting) == ["tftest-ps-0", "tftest-worker-1", "tftest-worker-2"]
+    assert "tftest-worker-0" not in plan.stop_restarting  # already finished
+    assert w.pods["tftest-ps-0"]["metadata"]["annotations"]["phalanx.dev/no-restart"] == "true"
+    assert w.step().stop_restarting == []

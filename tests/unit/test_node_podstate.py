@@ -539,3 +539,14 @@ def test_rejected_status_is_failed_with_reason():
     st = rejected_status(make_pod(), T0, "InvalidPodSpec", "spec.containers: Required value")
     assert st["phase"] == "Failed" and st["reason"] == "InvalidPodSpec"
     assert st["message"] == "spec.containers: Required value"
+
+
+def test_s5_no_restart_annotation_turns_always_into_never():
+    # The job controller marks the pods a finished job keeps; the agent must not restart them.
+    pod = make_pod("Always")
+    o = exited("pytorch", 0, 0, 1)
+    assert any(isinstance(a, StartContainer) for a in decide(pod, obs_map(o), at(2), backoff=CFG).actions)
+    pod["metadata"]["annotations"] = {"phalanx.dev/no-restart": "true"}
+    d = settle(pod, obs_map(o), at(2), backoff=CFG)
+    assert not any(isinstance(a, StartContainer) for a in d.actions)
+    assert d.status["phase"] == "Succeeded"

@@ -24,6 +24,7 @@ from .constants import DEFAULT_NAMESPACE
 from .errors import ApiError, BadRequest, FieldError, Forbidden, Invalid
 from .manifest import MAX_DEPTH, ShapeError, normalize_json
 from .meta import (
+    json_type_name,
     NameRule,
     name_is_dns1035_label,
     name_is_dns1123_label,
@@ -128,7 +129,7 @@ def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_
 
 def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str] | None) -> Obj:
     if not isinstance(obj, dict):
-        raise BadRequest(f"the object must be a mapping (JSON object), got {_json_type(obj)}")
+        raise BadRequest(f"the object must be a mapping (JSON object), got {json_type_name(obj)}")
     rt = _resource_type(obj)
     kind = _KINDS[rt.kind]
     name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
@@ -169,7 +170,7 @@ def _resource_type(obj: Obj) -> ResourceType:
         if value is None or value == "":
             raise BadRequest(f"Object '{field}' is missing in '{_preview(obj)}'")
         if not isinstance(value, str):
-            raise BadRequest(f"Object '{field}' must be a string, got {_json_type(value)}")
+            raise BadRequest(f"Object '{field}' must be a string, got {json_type_name(value)}")
     try:
         rt = by_kind(kind)
     except KeyError:
@@ -220,7 +221,7 @@ def _schema_error(err: dict[str, Any], path: str, annotation: Any) -> FieldError
         return FieldError(path, "Required")
     if typ in _TYPE_NAMES or typ == "k8s_type":
         expected = ctx.get("expected") if typ == "k8s_type" else _TYPE_NAMES[typ]
-        actual = _json_type(value)
+        actual = json_type_name(value)
         return FieldError(path, "Invalid", f'{path} in body must be of type {expected}: "{actual}"', actual)
     if typ == "literal_error":
         supported = tuple(str(v) for v in typing.get_args(annotation) if v != "") if annotation else ()
@@ -290,30 +291,12 @@ def _item_type(t: Any) -> Any:
 
 # --- small helpers ---------------------------------------------------------------------
 
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, dict):
-        return "object"
-    if isinstance(v, (list, tuple)):
-        return "array"
-    return type(v).__name__
-
-
 def _shown(v: Any) -> Any:
     """A value safe to print in an error: long strings cut, containers named by type."""
     if isinstance(v, str):
         return _short(v)
     if isinstance(v, (dict, list, tuple)):
-        return _json_type(v)
+        return json_type_name(v)
     if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 256:
         return "a very large integer"
     return v

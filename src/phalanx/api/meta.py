@@ -34,7 +34,7 @@ class K8sModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
-def _type_name(v: Any) -> str:
+def json_type_name(v: Any) -> str:
     """The JSON type of a value, as the apiserver names it in errors."""
     if v is None:
         return "null"
@@ -56,7 +56,7 @@ def _type_name(v: Any) -> str:
 def _quantity(v: Any) -> Any:
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         raise PydanticCustomError("k8s_type", "must be of type {expected}",
-                                  {"expected": "integer or string", "actual": _type_name(v)})
+                                  {"expected": "integer or string", "actual": json_type_name(v)})
     try:
         parse_quantity(v)
     except ValueError as e:
@@ -67,14 +67,14 @@ def _quantity(v: Any) -> Any:
 def _int_or_string(v: Any) -> Any:
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise PydanticCustomError("k8s_type", "must be of type {expected}",
-                                  {"expected": "integer or string", "actual": _type_name(v)})
+                                  {"expected": "integer or string", "actual": json_type_name(v)})
     return v
 
 
 def _number(v: Any) -> Any:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
         raise PydanticCustomError("k8s_type", "must be of type {expected}",
-                                  {"expected": "number", "actual": _type_name(v)})
+                                  {"expected": "number", "actual": json_type_name(v)})
     return v
 
 

@@ -333,49 +333,36 @@ class Scheduler:
         await self._event(ref, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
 
     async def _write_podgroup(self, ns: str, name: str, status: dict) -> None:
-        current = self._current("PodGroup", ns, name)
-        if current is None:
-            return
-        uid = _meta(current).get("uid")
-        for _ in range(MAX_RETRIES):
-            obj = copy.deepcopy(current)
-            obj["status"] = status
-            try:
-                written = await self.client.update(obj)
-                self._remember("PodGroup", written)
-                return
-            except Conflict:
-                current = await self._get("PodGroup", name, ns)
-                if current is None or _meta(current).get("uid") != uid:
-                    return
-            except NotFound:
-                return
-            except ApiError as e:
-                log.warning("scheduler: writing PodGroup %s/%s status failed: %s", ns, name, e)
-                return
-        log.warning("scheduler: PodGroup %s/%s kept conflicting; status not written", ns, name)
+        # Volcano's PodGroup CRD has no status subresource: the whole object is written.
+        await self._write_status("PodGroup", ns, name, status, self.client.update)
 
     async def _write_queue(self, name: str, status: dict) -> None:
-        current = self._current("Queue", None, name)
+        await self._write_status("Queue", None, name, status, self.client.update_status)
+
+    async def _write_status(self, kind: str, ns: str | None, name: str, status: dict, write) -> None:
+        """Write ``status`` onto the current object, re-reading on Conflict."""
+        current = self._current(kind, ns, name)
         if current is None:
             return
         uid = _meta(current).get("uid")
+        where = f"{ns}/{name}" if ns else name
         for _ in range(MAX_RETRIES):
             obj = copy.deepcopy(current)
             obj["status"] = status
             try:
-                written = await self.client.update_status(obj)
-                self._remember("Queue", written)
+                written = await write(obj)
+                self._remember(kind, written)
                 return
             except Conflict:
-                current = await self._get("Queue", name, None)
+                current = await self._get(kind, name, ns)
                 if current is None or _meta(current).get("uid") != uid:
                     return
             except NotFound:
                 return
             except ApiError as e:
-                log.warning("scheduler: writing Queue %s status failed: %s", name, e)
+                log.warning("scheduler: writing %s %s status failed: %s", kind, where, e)
                 return
+        log.warning("scheduler: %s %s kept conflicting; status not written", kind, where)
 
     async def _write_pod_condition(self, ns: str, name: str, cond: dict) -> None:
         current = await self._get("Pod", name, ns)  # full object: the informer's copy is trimmed
