@@ -21,6 +21,7 @@ from .controller.gc import GarbageCollector
 from .controller.job.controller import JobController
 from .controller.job.plan import ReconcileOptions
 from .node.agent import AgentConfig, NodeAgent, ensure_node
+from .node.logjanitor import LogJanitor
 from .node.logs import LogProvider
 from .node.network import LocalNetwork
 from .scheduler.scheduler import Scheduler
@@ -52,6 +53,7 @@ class EmbeddedCluster:
         self.store.add_admission_plugin(self.network.admission_plugin)
         self.client = LocalClient(self.store)
         self.log_provider = LogProvider(self.home, self.client)
+        self.log_janitor = LogJanitor(self.client, self.home)
         options = ReconcileOptions(
             gang_scheduler="volcano",
             local_runtime=True,
@@ -77,7 +79,7 @@ class EmbeddedCluster:
             await ensure_node(self.client, n.name, n.capacity())
         for name in ("default",):
             await self._ensure_namespace(name)
-        components = [self.gc, self.scheduler, self.jobs, *self.agents]
+        components = [self.gc, self.scheduler, self.jobs, self.log_janitor, *self.agents]
         for c in components:
             self._tasks.append(asyncio.create_task(c.run(), name=type(c).__name__))
         # Fail fast if a component died while starting.
@@ -99,7 +101,7 @@ class EmbeddedCluster:
         processes they run (SIGTERM, grace, SIGKILL) before returning."""
         for a in self.agents:
             await a.stop(kill_pods=kill_pods)
-        for c in (self.jobs, self.scheduler, self.gc):
+        for c in (self.jobs, self.scheduler, self.gc, self.log_janitor):
             r = c.stop()
             if inspect.isawaitable(r):
                 await r

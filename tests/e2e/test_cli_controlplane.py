@@ -47,7 +47,8 @@ def env(tmp_path):
     }))
     e = dict(os.environ, PHALANX_HOME=str(home))
     r = cli(e, "up")
-    assert "control plane running" in r.stdout
+    assert "control plane running" in r.stderr
+    assert r.stdout == f"export KUBECONFIG={home / 'kubeconfig'}\n"
     yield e
     cli(e, "down", check=False, timeout=60)
 
@@ -64,7 +65,7 @@ def _job_file(tmp_path: Path, seconds: float) -> Path:
 
 def test_p2_through_the_cli(env, tmp_path):
     api = json.loads((Path(env["PHALANX_HOME"]) / "api.json").read_text())
-    assert api["url"].startswith("http://127.0.0.1:")
+    assert api["url"].startswith("https://127.0.0.1:")
     assert oct((Path(env["PHALANX_HOME"]) / "api.json").stat().st_mode & 0o777) == "0o600"
     cli(env, "patch", "q", "default", "-p", '{"spec":{"capability":{"cpu":2}}}')
     r = cli(env, "apply", "-f", str(_job_file(tmp_path, 1)))
@@ -101,12 +102,16 @@ def test_logs_and_unauthenticated_access(env, tmp_path):
     wait_cli(env, ["get", "pytorchjob", "pytest"], lambda out: "Succeeded" in out, 30, "job Succeeded")
     assert cli(env, "logs", "pytest-master-0").stdout == "hello from 0\n"
     # The API refuses requests without the token.
+    import ssl
     import urllib.error
     import urllib.request
     api = json.loads((Path(env["PHALANX_HOME"]) / "api.json").read_text())
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(api["url"] + "/api/v1/namespaces/default/pods", timeout=5)
+        urllib.request.urlopen(api["url"] + "/api/v1/namespaces/default/pods", timeout=5,
+                               context=ssl.create_default_context(cafile=api["ca"]))
     assert e.value.code == 401
+    with pytest.raises(urllib.error.URLError):  # and it is TLS with our own CA, not the system's
+        urllib.request.urlopen(api["url"] + "/version", timeout=5)
 
 
 def test_edit_and_state_survives_a_restart(env):

@@ -39,9 +39,23 @@ class Recorder:
 
     rows: list[tuple[float, str, str, str]] = field(default_factory=list)
     _last: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Pods: the highest container restartCount seen, and every uid seen, in order.
+    restarts: dict[str, int] = field(default_factory=dict)
+    uids: dict[str, list[str]] = field(default_factory=dict)
+    # time.monotonic() and wall-clock time (UTC epoch seconds) at the same instant.
+    epoch: tuple[float, float] = field(default_factory=lambda: (time.monotonic(), time.time()))
 
     def add(self, kind: str, obj: dict, deleted: bool) -> None:
         name = obj["metadata"]["name"]
+        if kind == "Pod":
+            uid = obj["metadata"].get("uid")
+            seen = self.uids.setdefault(name, [])
+            if uid and uid not in seen:
+                seen.append(uid)
+            status = obj.get("status") or {}
+            counts = [c.get("restartCount") or 0 for c in
+                      (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])]
+            self.restarts[name] = max([self.restarts.get(name, 0), *counts])
         if deleted:
             state = "<deleted>"
         elif kind == "Pod":
@@ -57,6 +71,10 @@ class Recorder:
 
     def states(self, kind: str, name: str) -> list[str]:
         return [s for _, k, n, s in self.rows if k == kind and n == name]
+
+    def wall(self, mono: float) -> float:
+        """A ``rows`` timestamp as wall-clock epoch seconds."""
+        return self.epoch[1] + (mono - self.epoch[0])
 
     def first_time(self, kind: str, name: str, state: str) -> float:
         for t, k, n, s in self.rows:

@@ -317,3 +317,23 @@ async def test_end_to_end_podgroup_then_services_then_pods_then_running(store_cl
         await jc.stop()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_pods_are_marked_by_patch_no_restart_for_s5_and_no_failure_restart_for_s3():
+    jc, client, rec = make()
+    patches: list[tuple[str, str, dict]] = []
+
+    async def patch(kind, name, namespace, body):
+        client._do("patch", kind, name)
+        patches.append((kind, name, body))
+        return {}
+    client.patch = patch
+    client.fail[("patch", "Pod", "gone")] = NotFound("pods", "gone")
+    plan = Plan(stop_restarting=["kept"], stop_failure_restarts=["w-0", "gone"])
+    assert not plan.is_empty()
+    res = await jc.apply(KEY, "PyTorchJob", pytorch_job(), plan)
+    assert patches == [
+        ("Pod", "kept", {"metadata": {"annotations": {"phalanx.dev/no-restart": "true"}}}),
+        ("Pod", "w-0", {"metadata": {"annotations": {"phalanx.dev/no-restart-on-failure": "true"}}}),
+    ]
+    assert res is None and rec.events == []  # a pod gone meanwhile needs nothing

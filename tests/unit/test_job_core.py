@@ -56,7 +56,8 @@ def test_p1_normal_run_step_by_step():
         "metadata": {"name": "pytest", "namespace": "default", "ownerReferences": [OWNER]},
         "spec": {"minMember": 4, "queue": "default", "minResources": {"cpu": "4", "memory": "400Mi"}},
     }
-    assert (plan.create_pods, plan.create_services, plan.events) == ([], [], [])
+    assert (plan.create_pods, plan.create_services) == ([], [])
+    assert plan.events == [("Normal", "PyTorchJobCreated", "PyTorchJob pytest is created.")]
 
     # PodGroup phase empty, then Pending: nothing may be created (Volcano gating).
     assert w.step().is_empty()
@@ -134,6 +135,10 @@ def test_p1_normal_run_step_by_step():
         assert pod["metadata"]["ownerReferences"] == [OWNER]
         assert env_of(pod)["RANK"] == env_of(pod)["PET_NODE_RANK"] == str(i + 1)
         assert [c["name"] for c in pod["spec"]["initContainers"]] == ["init-pytorch"]
+    # The next round records the pods it sees (S2: one that vanishes later was deleted from outside).
+    plan = w.step()
+    assert plan.status["podRestarts"] == {n: {"uid": w.pods[n]["metadata"]["uid"]} for n in PODS}
+    assert plan.events == [] and "restartCount" not in plan.status
     assert w.step().is_empty()
 
     # Bound; master creating its container, workers in their init container: nothing to do.

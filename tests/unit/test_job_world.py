@@ -148,11 +148,12 @@ class World:
                 pod["metadata"]["deletionTimestamp"] = format_time(self.now)  # graceful
             else:
                 del self.pods[n]
-        for n in plan.stop_restarting:
-            pod = self.pods[n]
-            anns = pod["metadata"].setdefault("annotations", {})
-            assert anns.get("phalanx.dev/no-restart") != "true", f"{n} marked twice"
-            anns["phalanx.dev/no-restart"] = "true"
+        for names, key in ((plan.stop_restarting, "phalanx.dev/no-restart"),
+                           (plan.stop_failure_restarts, "phalanx.dev/no-restart-on-failure")):
+            for n in names:
+                anns = self.pods[n]["metadata"].setdefault("annotations", {})
+                assert anns.get(key) != "true", f"{n} marked {key} twice"
+                anns[key] = "true"
         for n in plan.delete_services:
             assert self.services.pop(n, None) is not None, f"deleting missing service {n}"
         for svc in plan.create_services:

@@ -550,3 +550,23 @@ def test_s5_no_restart_annotation_turns_always_into_never():
     d = settle(pod, obs_map(o), at(2), backoff=CFG)
     assert not any(isinstance(a, StartContainer) for a in d.actions)
     assert d.status["phase"] == "Succeeded"
+
+
+@pytest.mark.parametrize("policy, code, restarts", [
+    ("OnFailure", 1, False), ("Always", 1, False), ("Always", 0, True), ("OnFailure", 0, False),
+])
+def test_s3_no_restart_on_failure_annotation_stops_failure_restarts_only(policy, code, restarts):
+    # The job controller marks its pods once backoffLimit leaves no restart (SCENARIOS C3/P7): a
+    # container that exits non-zero is not restarted — not even the first, immediate restart —
+    # so the pod fails and the job fails without a restart that was not granted. A clean exit
+    # under Always is no failure and still restarts.
+    pod = make_pod(policy)
+    o = exited("pytorch", code, 0, 1)
+    unmarked = decide(pod, obs_map(o), at(1), backoff=CFG)
+    assert any(isinstance(a, StartContainer) for a in unmarked.actions) is (code != 0 or policy == "Always")
+    pod["metadata"]["annotations"] = {"phalanx.dev/no-restart-on-failure": "true"}
+    d = settle(pod, obs_map(o), at(1), backoff=CFG)
+    assert any(isinstance(a, StartContainer) for a in d.actions) is restarts
+    if code != 0:
+        assert d.status["phase"] == "Failed"
+        assert d.status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == code

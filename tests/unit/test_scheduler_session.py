@@ -564,3 +564,20 @@ def test_allocate_without_enqueue_admits_pending_jobs_itself():
     r = run(w, SchedulerConfig(actions=("allocate", "backfill")))
     assert len(r.bindings) == 4
     assert r.podgroup_status[("default", "pytest")]["phase"] == "Inqueue"
+
+
+def test_gang_without_container_requests_is_placed():
+    # A PyTorchJob whose containers set no resources: the master is BestEffort and the
+    # workers' only requests are their init container's. The queue's deserved share is
+    # then empty, which must not read as "overused" (the gang would never place).
+    from phalanx.scheduler import testing as T
+    from phalanx.scheduler.session import run_session as _run
+    pods = [T.pod("j-master-0", "j", cpu=None, memory=None)]
+    for i in range(3):
+        p = T.pod(f"j-worker-{i}", "j", cpu=None, memory=None)
+        p["spec"]["initContainers"] = [{"name": "init-pytorch", "image": "alpine:3.10", "resources": {
+            "limits": {"cpu": "100m", "memory": "20Mi"}, "requests": {"cpu": "50m", "memory": "10Mi"}}}]
+        pods.append(p)
+    w = T.World([T.node("n1")], [T.queue("default"), T.queue("root")], [T.podgroup("j", 4, phase="Inqueue")], pods)
+    r = _run(w.snapshot(), now=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert sorted(b[1] for b in r.bindings) == ["j-master-0", "j-worker-0", "j-worker-1", "j-worker-2"]

@@ -417,11 +417,13 @@ def test_strategic_merge_directives():
 # --------------------------------------------------------------------------
 
 async def test_delete_returns_status_for_immediate_and_object_for_graceful(api):
-    created = await api.client.create(job("pytest"))
-    status, body = await raw(api, "DELETE", JOBS + "/pytest", {"propagationPolicy": "Background"})
+    # Golden 67's shape, on a custom resource deleted at once (jobs are deleted
+    # in the foreground: tests/unit/test_server_kubectl.py).
+    created = await api.client.create(queue("q1"))
+    status, body = await raw(api, "DELETE", QUEUES + "/q1", {"propagationPolicy": "Background"})
     assert status == 200
     assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                    "details": {"name": "pytest", "group": "kubeflow.org", "kind": "pytorchjobs",
+                    "details": {"name": "q1", "group": "scheduling.volcano.sh", "kind": "queues",
                                 "uid": created["metadata"]["uid"]}}
 
     await api.client.create(pod("p1"))

@@ -16,6 +16,11 @@ ANNOTATION_HOST_PORTS = "phalanx.dev/host-ports"  # JSON {"<port name>": <effect
 # Set by the job controller on the pods a finished job keeps (S5): the node
 # agent then treats the pod's restartPolicy as Never, so they run to their end.
 ANNOTATION_NO_RESTART = "phalanx.dev/no-restart"
+# Set by the job controller on its pods once the job's backoffLimit leaves no
+# restart (S3): the node agent no longer restarts a container that exited
+# non-zero (a clean exit under Always still restarts), so the pod fails and the
+# failure past the limit fails the job without a restart that was not granted.
+ANNOTATION_NO_RESTART_ON_FAILURE = "phalanx.dev/no-restart-on-failure"
 
 SCHEDULER_NAME = "volcano"
 DEFAULT_QUEUE = "default"

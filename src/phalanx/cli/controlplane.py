@@ -1,30 +1,44 @@
 """Finding, starting and stopping the control plane the CLI talks to.
 
 A running control plane (``phalanx up``, or the one ``phalanx run`` starts
-in-process) serves the object API on 127.0.0.1 with a bearer token and records
-its address in ``$PHALANX_HOME/api.json`` (mode 0600). Every CLI command talks
-to it over HTTP, so a second terminal can ``get`` / ``logs`` / ``describe``
-what the first one runs.
+in-process) serves the Kubernetes-shaped object API over HTTPS on 127.0.0.1
+with a bearer token. The certificate is signed by a CA made at first start
+under ``$PHALANX_HOME/tls``. It records its address, token and CA in
+``$PHALANX_HOME/api.json`` and writes ``$PHALANX_HOME/kubeconfig`` (both mode
+0600), so the ``phalanx`` CLI and ``kubectl`` use the same API: a second
+terminal can ``get`` / ``logs`` / ``describe`` what the first one runs. Every
+request is logged to ``$PHALANX_HOME/api-access.log``.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import logging.handlers
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
 from ..cluster import EmbeddedCluster
 from ..config import ClusterConfig, load_config, phalanx_home
 
+if TYPE_CHECKING:
+    from ..client.http import HttpClient
+
 API_FILE = "api.json"
+KUBECONFIG_FILE = "kubeconfig"
+TLS_DIR = "tls"
+ACCESS_LOG_FILE = "api-access.log"
+ACCESS_LOG_BYTES = 5 * 1024 * 1024  # rotated once, so at most twice this on disk
 
 
 @dataclass
@@ -32,14 +46,22 @@ class Endpoint:
     url: str
     token: str
     pid: int
+    ca: str | None = None  # the CA certificate an https URL is verified against
+
+    def client(self) -> "HttpClient":
+        """An HttpClient for this endpoint (verifying the server with its CA)."""
+        from ..client.http import HttpClient
+
+        return HttpClient(self.url, self.token, ca_cert=self.ca)
 
 
 def read_endpoint(home: Path) -> Endpoint | None:
     path = home / API_FILE
     try:
         data = json.loads(path.read_text())
-        ep = Endpoint(str(data["url"]), str(data["token"]), int(data["pid"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        ca = data.get("ca")
+        ep = Endpoint(str(data["url"]), str(data["token"]), int(data["pid"]), str(ca) if ca else None)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if not psutil.pid_exists(ep.pid):
         return None
@@ -51,8 +73,36 @@ def write_endpoint(home: Path, ep: Endpoint) -> None:
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump({"url": ep.url, "token": ep.token, "pid": ep.pid}, f)
+        json.dump({"url": ep.url, "token": ep.token, "pid": ep.pid, "ca": ep.ca}, f)
     os.replace(tmp, path)
+
+
+def kubeconfig_path(home: Path) -> Path:
+    return home / KUBECONFIG_FILE
+
+
+def export_line(home: Path) -> str:
+    """The one line a user runs so kubectl talks to this control plane."""
+    return f"export KUBECONFIG={shlex.quote(str(kubeconfig_path(home)))}"
+
+
+def _access_logger(home: Path) -> logging.Logger:
+    """A logger writing one line per API request to ``api-access.log`` (rotated)."""
+    logger = logging.getLogger(f"phalanx.server.access.{os.getpid()}.{id(home)}")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    if not logger.handlers:
+        handler = logging.handlers.RotatingFileHandler(home / ACCESS_LOG_FILE, maxBytes=ACCESS_LOG_BYTES,
+                                                       backupCount=1, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+    return logger
+
+
+def _close_logger(logger: logging.Logger) -> None:
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
 
 
 def remove_endpoint(home: Path, pid: int) -> None:
@@ -74,22 +124,31 @@ class ServedCluster:
         self.port = port
         self.token = secrets.token_urlsafe(32)
         self._runner = None
+        self._access_log: logging.Logger | None = None
         self.endpoint: Endpoint | None = None
 
     async def start(self) -> Endpoint:
+        """Start the cluster, serve HTTPS on 127.0.0.1, write api.json and the kubeconfig."""
         from ..server.app import make_app, serve
+        from ..server.tls import ensure_tls, ssl_context, write_kubeconfig
 
+        tls = ensure_tls(self.home / TLS_DIR)
         await self.cluster.start()
-        app = make_app(self.cluster.client, self.token, log_provider=self.cluster.log_provider)
-        self._runner, url = await serve(app, host="127.0.0.1", port=self.port)
-        self.endpoint = Endpoint(url, self.token, os.getpid())
+        self._access_log = _access_logger(self.home)
+        app = make_app(self.cluster.client, self.token, log_provider=self.cluster.log_provider,
+                       clock=self.cluster.clock, access_log=self._access_log)
+        self._runner, url = await serve(app, host="127.0.0.1", port=self.port, ssl_context=ssl_context(tls))
+        self.endpoint = Endpoint(url, self.token, os.getpid(), str(tls.ca_cert))
         write_endpoint(self.home, self.endpoint)
+        write_kubeconfig(kubeconfig_path(self.home), url, tls.ca_cert, self.token)
         return self.endpoint
 
     async def stop(self, kill_pods: bool = True) -> None:
         remove_endpoint(self.home, os.getpid())
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._access_log is not None:
+            _close_logger(self._access_log)
         await self.cluster.stop(kill_pods=kill_pods)
 
 

@@ -647,20 +647,28 @@ def smart_label(field: str) -> str:
     return " ".join(parts)
 
 
-def _unstructured(w: PrefixWriter, level: int, content: dict, prefix: str, skip: tuple[str, ...]) -> None:
+Renderer = Callable[[PrefixWriter, int, Any], None]
+
+
+def _unstructured(w: PrefixWriter, level: int, content: dict, prefix: str, skip: tuple[str, ...],
+                  custom: dict[str, Renderer] | None = None) -> None:
+    """kubectl's generic printing of nested keys; ``custom`` renders chosen
+    paths (e.g. ``.status.replicaStatuses``) its own way, in the same place."""
     for field in sorted(content):
         value = content[field]
         expr = f"{prefix}.{field}"
         if expr in skip:
             continue
-        if isinstance(value, dict):
+        if custom and expr in custom:
+            custom[expr](w, level, value)
+        elif isinstance(value, dict):
             w.write(level, f"{smart_label(field)}:\n")
-            _unstructured(w, level + 1, value, expr, skip)
+            _unstructured(w, level + 1, value, expr, skip, custom)
         elif isinstance(value, list):
             w.write(level, f"{smart_label(field)}:\n")
             for child in value:
                 if isinstance(child, dict):
-                    _unstructured(w, level + 1, child, expr, skip)
+                    _unstructured(w, level + 1, child, expr, skip, custom)
                 else:
                     w.write(level + 1, f"{go_value(child)}\n")
         else:
@@ -693,6 +701,83 @@ def _job_finished_or_running(job: Obj) -> bool:
     return False
 
 
+# --------------------------------------------------------------------------
+# Restart accounting of a job (SEMANTICS S2/S3): status.restartCount,
+# replicaStatuses[<type>].restarts and the podRestarts bookkeeping
+# --------------------------------------------------------------------------
+
+_REPLICA_COUNTS = (("active", "Active"), ("succeeded", "Succeeded"), ("failed", "Failed"),
+                   ("restarts", "Restarts"))
+
+
+def has_restart_accounting(obj: Obj) -> bool:
+    """Whether the job's status carries restart counters (any restart was counted)."""
+    status = _dict(obj, "status")
+    return "restartCount" in status or any(
+        isinstance(rs, dict) and "restarts" in rs for rs in _dict(status, "replicaStatuses").values())
+
+
+def _count(v: Any) -> str:
+    return go_value(v if v is not None else 0)
+
+
+def _replica_statuses(w: PrefixWriter, level: int, value: Any) -> None:
+    """Per replica type Active / Succeeded / Failed / Restarts (0 when unset),
+    then the type's other keys as kubectl prints them."""
+    w.write(level, "Replica Statuses:\n")
+    if not isinstance(value, dict):
+        return
+    for rtype in sorted(value):
+        rs = value[rtype]
+        w.write(level + 1, f"{rtype}:\n")
+        if not isinstance(rs, dict):
+            continue
+        for key, label in _REPLICA_COUNTS:
+            w.write(level + 2, f"{label}:\t{_count(rs.get(key))}\n")
+        rest = {k: v for k, v in rs.items() if k not in dict(_REPLICA_COUNTS)}
+        _unstructured(w, level + 2, rest, f".status.replicaStatuses.{rtype}", ())
+
+
+def _restart_count_renderer(obj: Obj) -> Renderer:
+    limit = _get(obj, "spec", "runPolicy", "backoffLimit")
+    said = f"backoffLimit {go_value(limit)}" if limit is not None else "backoffLimit not set: operator default"
+
+    def render(w: PrefixWriter, level: int, value: Any) -> None:
+        w.write(level, f"Restart Count:\t{_count(value)} ({said})\n")
+
+    return render
+
+
+def _pod_restarts(w: PrefixWriter, level: int, value: Any) -> None:
+    """One line per pod: the restarts counted per container, and whether the
+    pod's own failure (deleted and recreated) was counted."""
+    entries = {k: v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
+
+    def counted(e: dict) -> bool:  # bookkeeping-only entries (uid, failing, ...) are not shown
+        cs = e.get("containers") if isinstance(e.get("containers"), dict) else {}
+        return bool(e.get("failureCounted")) or any(isinstance(n, int) and n > 0 for n in cs.values())
+
+    entries = {k: v for k, v in entries.items() if counted(v)}
+    if not entries:
+        return
+    w.write(level, "Pod Restarts:\n")
+    for pod in sorted(entries):
+        e = entries[pod]
+        containers = e.get("containers") if isinstance(e.get("containers"), dict) else {}
+        parts = [f"{c}={go_value(containers[c])}" for c in sorted(containers)]
+        if e.get("failureCounted"):
+            parts.append("pod failure counted")
+        w.write(level + 1, f"{pod}:\t{', '.join(parts) or NONE}\n")
+
+
+def _job_status_renderers(obj: Obj) -> dict[str, Renderer]:
+    custom: dict[str, Renderer] = {".status.podRestarts": _pod_restarts}
+    if has_restart_accounting(obj):
+        custom[".status.replicaStatuses"] = _replica_statuses
+        custom[".status.restartCount"] = _restart_count_renderer(obj)
+    return custom
+
+
 def _describe_generic(obj: Obj, related: dict, now: datetime) -> str:
     w = PrefixWriter()
     meta = _dict(obj, "metadata")
@@ -700,7 +785,10 @@ def _describe_generic(obj: Obj, related: dict, now: datetime) -> str:
     w.write(0, f"Namespace:\t{_str(meta.get('namespace'))}\n")
     _labels(w, "Labels", meta.get("labels"))
     _annotations(w, "Annotations", meta.get("annotations"))
-    _unstructured(w, 0, obj, "", _GENERIC_SKIP)
+    custom = _job_status_renderers(obj)
+    if has_restart_accounting(obj) and "restartCount" not in _dict(obj, "status"):
+        obj = {**obj, "status": {**_dict(obj, "status"), "restartCount": 0}}
+    _unstructured(w, 0, obj, "", _GENERIC_SKIP, custom)
     waiting = ""
     if obj.get("kind") == "PodGroup":
         waiting = waiting_reason(obj)

@@ -25,7 +25,7 @@ from ..api.errors import AlreadyExists, ApiError, Forbidden, Invalid, NotFound
 from ..clock import Clock
 from . import printers
 from .controlplane import (
-    ServedCluster, home as phalanx_home_dir, read_endpoint, serve_forever, start_daemon, stop_daemon,
+    ServedCluster, export_line, home as phalanx_home_dir, read_endpoint, serve_forever, start_daemon, stop_daemon,
 )
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -49,14 +49,12 @@ def _api_error_text(e: ApiError, verb: str | None = None, source: str | None = N
 
 
 def _connect():
-    from ..client.http import HttpClient
-
     home = phalanx_home_dir()
     ep = read_endpoint(home)
     if ep is None:
         _fail("error: no Phalanx control plane is running; start one with `phalanx up` "
               "(or run a job with `phalanx run FILE`)")
-    return HttpClient(ep.url, ep.token)
+    return ep.client()
 
 
 def _resource(kind_name: str) -> registry.ResourceType:
@@ -149,17 +147,18 @@ def _dump(obj: Any, fmt: str) -> str:
 
 @app.command()
 def up(port: int = typer.Option(0, help="TCP port on 127.0.0.1 (0: any free port)")) -> None:
-    """Start a background control plane (state in $PHALANX_HOME)."""
+    """Start a background control plane (state in $PHALANX_HOME); print the line that points kubectl at it."""
     home = phalanx_home_dir()
     ep = read_endpoint(home)
     if ep is not None:
-        out.print(f"control plane already running (pid {ep.pid}) at {ep.url}", markup=False)
-        return
-    try:
-        ep = start_daemon(home, port)
-    except RuntimeError as e:
-        _fail(f"error: {e}")
-    out.print(f"control plane running (pid {ep.pid}) at {ep.url}; state in {home}", markup=False)
+        err.print(f"control plane already running (pid {ep.pid}) at {ep.url}", markup=False)
+    else:
+        try:
+            ep = start_daemon(home, port)
+        except RuntimeError as e:
+            _fail(f"error: {e}")
+        err.print(f"control plane running (pid {ep.pid}) at {ep.url}; state in {home}", markup=False)
+    out.print(export_line(home), markup=False)
 
 
 @app.command()
@@ -308,22 +307,49 @@ def describe(
     asyncio.run(go())
 
 
+def _log_target(target: str) -> tuple[registry.ResourceType, str]:
+    """`POD`, `pod/POD` or `TYPE/NAME` for a job (kubectl's TYPE/NAME form)."""
+    if "/" not in target:
+        return registry.by_kind("Pod"), target
+    type_name, name = target.split("/", 1)
+    rt = _resource(type_name)
+    if not name:
+        _fail(f"error: arguments in resource/name form must have a single resource and name: {target}")
+    if rt.kind != "Pod" and rt.kind not in registry.JOB_KINDS:
+        kinds = ", ".join(registry.by_kind(k).singular for k in registry.JOB_KINDS)
+        _fail(f"error: cannot get logs from {rt.singular}/{name}: only pods and jobs ({kinds}) have logs")
+    return rt, name
+
+
 @app.command()
 def logs(
-    pod: str = typer.Argument(...),
+    target: str = typer.Argument(..., metavar="POD | TYPE/NAME",
+                                 help="a pod (also after it was deleted, while its job exists), or a job: "
+                                      "pytorchjob/NAME, tfjob/NAME prints the logs of all its pods"),
     container: Optional[str] = typer.Option(None, "-c", "--container"),
     follow: bool = typer.Option(False, "-f", "--follow"),
-    previous: bool = typer.Option(False, "-p", "--previous"),
-    tail: Optional[int] = typer.Option(None, "--tail"),
+    previous: bool = typer.Option(False, "-p", "--previous",
+                                  help="the previous container instance, or the previous pod of that name"),
+    tail: Optional[int] = typer.Option(None, "--tail", help="lines to show (per pod and container for a job)"),
     namespace: str = typer.Option("default", "-n", "--namespace"),
 ) -> None:
-    """Print a pod's container log."""
+    """Print a pod's container log, or every log of a job's pods (current and deleted)."""
+    rt, name = _log_target(target)
+    if rt.kind != "Pod" and previous:
+        _fail("error: --previous cannot be used with a job: its logs already hold every earlier container "
+              "and pod instance")
+    if tail is not None and tail < 0:
+        tail = None  # kubectl: -1 means all lines
 
     async def go() -> None:
         client = _connect()
         try:
-            async for chunk in client.logs(namespace, pod, container=container, follow=follow,
-                                           tail=tail, previous=previous):
+            if rt.kind == "Pod":
+                source = client.logs(namespace, name, container=container, follow=follow, tail=tail,
+                                     previous=previous)
+            else:
+                source = client.job_logs(namespace, rt.kind, name, container=container, follow=follow, tail=tail)
+            async for chunk in source:
                 sys.stdout.buffer.write(chunk)
                 sys.stdout.buffer.flush()
         except ApiError as e:

@@ -17,7 +17,7 @@ from ..api import registry
 from ..api.errors import ApiError, NotFound
 from ..client.interface import WatchEvent
 from . import printers
-from .controlplane import ServedCluster, home as phalanx_home_dir, read_endpoint
+from .controlplane import ServedCluster, export_line, home as phalanx_home_dir, read_endpoint
 
 IMAGE_NOTE = ("note: Phalanx's local runtime does not pull images; each container's command "
               "runs as a process on this machine (the image is only recorded).")
@@ -78,7 +78,6 @@ def _finished(job: dict) -> str | None:
 
 async def run_job(docs: list[dict], job: dict, source: str, timeout: float | None,
                   out: Console, err: Console) -> int:
-    from ..client.http import HttpClient
     from .main import _apply_one, _api_error_text, _ref
 
     home = phalanx_home_dir()
@@ -87,9 +86,9 @@ async def run_job(docs: list[dict], job: dict, source: str, timeout: float | Non
     if ep is None:
         served = ServedCluster(home)
         ep = await served.start()
-        err.print(f"started an embedded control plane (state in {home}); "
-                  f"`phalanx get ...` works from another terminal while this runs", markup=False)
-    client = HttpClient(ep.url, ep.token)
+        err.print(f"started an embedded control plane (state in {home}); `phalanx get ...` and kubectl "
+                  f"(after `{export_line(home)}`) work from another terminal while this runs", markup=False)
+    client = ep.client()
     kind = job["kind"]
     name = job["metadata"]["name"]
     ns = job["metadata"].get("namespace") or "default"

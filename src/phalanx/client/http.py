@@ -9,8 +9,11 @@ ends a stream, resuming after the last resourceVersion it delivered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import ssl
 import urllib.parse
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 import aiohttp
@@ -91,16 +94,25 @@ def _rv_key(rv: str) -> tuple[int, int | str]:
 class HttpClient:
     """``phalanx.client.interface.Client`` over the Phalanx (Kubernetes-shaped) HTTP API.
 
-    ``base_url`` is ``http://127.0.0.1:<port>`` or ``http+unix://<quoted socket path>``
-    (what ``server.app.serve`` returns); ``unix_socket`` may also be given apart.
+    ``base_url`` is ``https://127.0.0.1:<port>``, ``http://...`` or
+    ``http+unix://<quoted socket path>`` (what ``server.app.serve`` returns);
+    ``unix_socket`` may also be given apart. ``ca_cert`` is the PEM file of the
+    CA an https server's certificate must chain to (``phalanx up`` writes it
+    under ``$PHALANX_HOME/tls``); without it the system's CAs are trusted.
+    Certificates are always verified.
     """
 
-    def __init__(self, base_url: str, token: str, unix_socket: str | None = None) -> None:
+    def __init__(self, base_url: str, token: str, unix_socket: str | None = None,
+                 ca_cert: str | Path | None = None) -> None:
         if base_url.startswith("http+unix://"):
             unix_socket = unix_socket or urllib.parse.unquote(base_url[len("http+unix://"):])
             base_url = "http://localhost"
         self.base_url = base_url.rstrip("/")
         self.unix_socket = unix_socket
+        self._ssl: ssl.SSLContext | None = None
+        if ca_cert is not None:
+            self._ssl = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca_cert))
+            self._ssl.minimum_version = ssl.TLSVersion.TLSv1_2
         self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json",
                          "User-Agent": "phalanx-client"}
         self._session: aiohttp.ClientSession | None = None
@@ -109,7 +121,11 @@ class HttpClient:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.UnixConnector(path=self.unix_socket) if self.unix_socket else None
+            connector: aiohttp.BaseConnector | None = None
+            if self.unix_socket:
+                connector = aiohttp.UnixConnector(path=self.unix_socket)
+            elif self._ssl is not None:
+                connector = aiohttp.TCPConnector(ssl=self._ssl)
             self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
         return self._session
 
@@ -262,9 +278,11 @@ class HttpClient:
         self, kind: str, name: str, namespace: str | None = None,
         grace_period_seconds: int | None = None,
         preconditions_uid: str | None = None,
+        propagation_policy: str | None = None,
     ) -> Obj | None:
         rt = self._rt(kind)
-        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1",
+                                   "propagationPolicy": propagation_policy or "Background"}
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
         if preconditions_uid is not None:
@@ -320,8 +338,26 @@ class HttpClient:
 
     async def logs(self, namespace: str, pod: str, container: str | None = None, follow: bool = False,
                    tail: int | None = None, previous: bool = False) -> AsyncIterator[bytes]:
-        """A container's log as it arrives (``follow``: until the container stops)."""
-        rt = self._rt("Pod")
+        """A container's log as it arrives (``follow``: until the container stops).
+        A deleted pod's log is served while its job exists."""
+        url = self._path(self._rt("Pod"), namespace, pod, "log")
+        async with contextlib.aclosing(self._stream_log(url, container, follow, tail, previous)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    async def job_logs(self, namespace: str, kind: str, name: str, container: str | None = None,
+                       follow: bool = False, tail: int | None = None) -> AsyncIterator[bytes]:
+        """Every log of a job's pods, current and deleted, each block headed
+        ``==> <pod>/<container> (instance <uid>, restart <n>) <==`` (Phalanx's
+        ``{plural}/{name}/log``); ``tail`` is per block; ``follow`` until the
+        job has finished and none of its pods runs."""
+        url = self._path(self._rt(kind), namespace, name, "log")
+        async with contextlib.aclosing(self._stream_log(url, container, follow, tail, False)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    async def _stream_log(self, url: str, container: str | None, follow: bool, tail: int | None,
+                          previous: bool) -> AsyncIterator[bytes]:
         params: dict[str, str] = {}
         if container:
             params["container"] = container
@@ -332,8 +368,7 @@ class HttpClient:
         if tail is not None:
             params["tailLines"] = str(tail)
         try:
-            async with self._get_session().get(self._path(rt, namespace, pod, "log"), params=params,
-                                               timeout=_STREAM_TIMEOUT) as resp:
+            async with self._get_session().get(url, params=params, timeout=_STREAM_TIMEOUT) as resp:
                 if resp.status >= 400:
                     raise self._error(resp.status, await resp.read())
                 async for chunk in resp.content.iter_any():

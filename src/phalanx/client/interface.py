@@ -61,11 +61,16 @@ class Client(Protocol):
     async def delete(
         self, kind: str, name: str, namespace: str | None = None,
         grace_period_seconds: int | None = None,
+        preconditions_uid: str | None = None,
+        propagation_policy: str | None = None,
     ) -> Obj | None:
         """Delete. A bound Pod is deleted gracefully: it gets deletionTimestamp and
         stays until its node agent deletes it with grace 0. Returns the object as
         it stands (with deletionTimestamp) or None when it is gone at once.
-        Dependents (ownerReferences) are removed by the garbage collector."""
+        Dependents (ownerReferences) are removed by the garbage collector: in the
+        background by default; with ``propagation_policy="Foreground"`` the object
+        stays (finalizer ``foregroundDeletion``) until they are gone; "Orphan"
+        unlinks them. ``preconditions_uid``: Conflict unless the uid matches."""
 
     async def bind(self, namespace: str, name: str, node_name: str) -> None:
         """pods/binding: set spec.nodeName of an unbound pod (Conflict if bound)."""

@@ -49,8 +49,10 @@ class LocalClient:
         self, kind: str, name: str, namespace: str | None = None,
         grace_period_seconds: int | None = None,
         preconditions_uid: str | None = None,
+        propagation_policy: str | None = None,
     ) -> Obj | None:
-        return self.store.delete(kind, namespace, name, grace_period_seconds, preconditions_uid)
+        return self.store.delete(kind, namespace, name, grace_period_seconds, preconditions_uid,
+                                 propagation_policy=propagation_policy)
 
     async def bind(self, namespace: str, name: str, node_name: str) -> None:
         self.store.bind(namespace, name, node_name)

@@ -2,18 +2,25 @@
 
 Layout (like the kubelet's /var/log/pods): one file per container instance,
 ``<state>/pods/<ns>_<pod>_<uid>/<container>/<restartCount>.log``, holding the
-instance's stdout and stderr. Logs stay on disk after the pod is deleted.
+instance's stdout and stderr, next to the pod's record (``podrecords``).
+Logs stay on disk after the pod is deleted and are served by pod name (the
+newest instance of that name) or by job until the log janitor removes them
+with the job (``logjanitor``).
 """
 from __future__ import annotations
 
 import asyncio
 import codecs
 import inspect
+import re
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from ..api.errors import BadRequest, NotFound
 from .names import check_dns_label, check_dns_subdomain, check_uid
+from .podrecords import POD_META, PodRecord, PodRecords, mark_finished, pod_meta, write_json
 
 _NAME_MAX = 255
 _CHUNK = 64 * 1024
@@ -30,6 +37,24 @@ def pod_dir_name(namespace: str, name: str, uid: str) -> str:
 def pod_dir(state_dir: Path, namespace: str, name: str, uid: str) -> Path:
     """The pod's directory: its containers' logs and its working directory."""
     return Path(state_dir) / "pods" / pod_dir_name(namespace, name, uid)
+
+
+def record_pod(state_dir: Path, pod: dict, now: datetime, node: str = "") -> Path:
+    """Write the pod's record (``podrecords``) into its directory unless one is
+    there (an agent restart keeps the first). ValueError for names that cannot
+    be paths; OSError when the disk refuses."""
+    meta = pod.get("metadata") or {}
+    d = pod_dir(state_dir, meta.get("namespace") or "default", meta.get("name", ""), meta.get("uid", ""))
+    path = d / POD_META
+    if not path.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        write_json(path, pod_meta(pod, now, node))
+    return path
+
+
+def mark_pod_finished(pod_directory: Path, now: datetime) -> None:
+    """Note in the pod's record when its processes were let go (never fails)."""
+    mark_finished(pod_directory, now)
 
 
 def container_dir(state_dir: Path, namespace: str, name: str, uid: str, container: str) -> Path:
@@ -145,32 +170,125 @@ async def _call(fn: DoneCheck) -> bool:
     return bool(r)
 
 
+# --------------------------------------------------------------------------- job logs
+
+
+@dataclass(frozen=True)
+class LogBlock:
+    """One container instance's log among a job's logs."""
+
+    record: PodRecord
+    container: str
+    restart: int
+    path: Path
+
+    def header(self, deleted: bool) -> str:
+        gone = ", pod deleted" if deleted else ""
+        return (f"==> {self.record.name}/{self.container} "
+                f"(instance {self.record.uid[:8]}, restart {self.restart}{gone}) <==\n")
+
+
+def _natural(s: str) -> list[Any]:
+    """Sort key: `worker-2` before `worker-10`."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+
+
+def job_blocks(records: list[PodRecord], owner_uid: str, container: str | None = None) -> list[LogBlock]:
+    """The log files of the pods controlled by ``owner_uid``, in reading order:
+    pod name, instance (oldest first), container (init containers first), restart."""
+    keyed = []
+    for rec in records:
+        if (rec.controller or {}).get("uid") != owner_uid:
+            continue
+        names = rec.init_containers + [c for c in rec.containers if c not in rec.init_containers]
+        for order, cname in enumerate(names):
+            if container is not None and cname != container:
+                continue
+            for path in instance_logs(rec.dir / cname):
+                n = int(path.stem)
+                keyed.append(((_natural(rec.name), rec.started, rec.uid, order, n), LogBlock(rec, cname, n, path)))
+    keyed.sort(key=lambda kb: kb[0])
+    return [b for _, b in keyed]
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read()
+    except OSError:  # removed with its job meanwhile
+        return b""
+
+
+def _tail_offset(path: Path, tail: int | None) -> int:
+    if tail is None:
+        return 0
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    return len(data) - len(_tail_bytes(data, tail))
+
+
+def _finished(job: dict) -> bool:
+    return any(isinstance(c, dict) and c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def _controller_uid(pod: dict) -> str | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return ref.get("uid")
+    return None
+
+
+# --------------------------------------------------------------------------- provider
+
+
 class LogProvider:
     """``pods/log`` for the API server and the CLI, read from the state directory.
 
     Errors are the apiserver's/kubelet's: NotFound for a missing pod,
     BadRequest for an ambiguous or unknown container, a container that has not
     started, or a missing previous instance. An unscheduled pod has no logs ("").
+    A deleted pod is served from disk (its newest instance of that name) as long
+    as its directory is there; ``previous`` is the container's instance before
+    the current one, in an earlier pod instance of the same name if need be
+    (a pod recreated by its job). ``job_logs`` serves every log of a job.
     """
+
+    serves_deleted_pods = True
 
     def __init__(self, state_dir: Path, client: Any, poll_interval: float = 0.2) -> None:
         self.state_dir = Path(state_dir)
         self.client = client
         self.poll_interval = poll_interval
+        self.records = PodRecords(self.state_dir)
 
     async def read(self, namespace: str, name: str, container: str | None = None, *,
                    previous: bool = False, tail_lines: int | None = None,
                    limit_bytes: int | None = None) -> str:
-        pod = await self.client.get("Pod", name, namespace)
-        path = self._path(pod, container, previous)
+        try:
+            pod = await self.client.get("Pod", name, namespace)
+        except NotFound:
+            path: Path | None = self._deleted_path(namespace, name, container, previous)
+        else:
+            path = self._path(pod, container, previous)
         if path is None:
             return ""
         return read_log(path, tail=tail_lines, limit_bytes=limit_bytes)
 
     async def follow(self, namespace: str, name: str, container: str | None = None, *,
                      tail_lines: int | None = None) -> AsyncIterator[str]:
-        """Stream the current instance's log until the container stops running."""
-        pod = await self.client.get("Pod", name, namespace)
+        """Stream the current instance's log until the container stops running
+        (a deleted pod's log is read once: nothing writes to it any more)."""
+        try:
+            pod = await self.client.get("Pod", name, namespace)
+        except NotFound:
+            text = read_log(self._deleted_path(namespace, name, container, False), tail=tail_lines)
+            if text:
+                yield text
+            return
         path = self._path(pod, container, False)
         if path is None:
             return
@@ -192,6 +310,81 @@ class LogProvider:
 
         async for chunk in follow(path, is_done=done, tail=tail_lines, poll_interval=self.poll_interval):
             yield chunk
+
+    async def job_logs(self, namespace: str, kind: str, name: str, container: str | None = None, *,
+                       follow: bool = False, tail_lines: int | None = None) -> AsyncIterator[str]:
+        """Every log of the job's pods, current and deleted, each block headed
+        ``==> <pod>/<container> (instance <uid>, restart <n>[, pod deleted]) <==``.
+        ``tail_lines`` applies per block; ``follow`` streams new output until the
+        job has finished and none of its pods is Pending or Running."""
+        job = await self.client.get(kind, name, namespace)
+        juid = (job.get("metadata") or {}).get("uid", "")
+        records = self.records.scan(namespace)
+        if container is not None:
+            known = {c for r in records if (r.controller or {}).get("uid") == juid
+                     for c in r.containers + r.init_containers}
+            if known and container not in known:
+                raise BadRequest(f"container {container} is not valid for any pod of {kind} {name}: "
+                                 f"choose one of: [{' '.join(sorted(known))}]")
+        if not follow:
+            live = await self._live_pods(namespace)
+            for i, b in enumerate(job_blocks(records, juid, container)):
+                text = read_log(b.path, tail=tail_lines)
+                if text and not text.endswith("\n"):
+                    text += "\n"
+                yield ("\n" if i else "") + b.header(b.record.uid not in live) + text
+            return
+        async for chunk in self._follow_job(namespace, kind, name, juid, container, tail_lines):
+            yield chunk
+
+    async def _follow_job(self, namespace: str, kind: str, name: str, juid: str, container: str | None,
+                          tail_lines: int | None) -> AsyncIterator[str]:
+        offsets: dict[Path, int] = {}
+        decoders: dict[Path, codecs.IncrementalDecoder] = {}
+        current: Path | None = None
+        at_line_start, anything, first_scan = True, False, True
+        while True:
+            live = await self._live_pods(namespace)
+            done = await self._job_done(kind, namespace, name, juid, live)
+            for b in job_blocks(self.records.scan(namespace), juid, container):
+                new = b.path not in offsets
+                if new:
+                    offsets[b.path] = _tail_offset(b.path, tail_lines if first_scan else None)
+                    decoders[b.path] = codecs.getincrementaldecoder("utf-8")(errors="replace")
+                data = _read_from(b.path, offsets[b.path])
+                offsets[b.path] += len(data)
+                text = decoders[b.path].decode(data, final=done)
+                if (new or text) and current != b.path:
+                    sep = (("" if at_line_start else "\n") + "\n") if anything else ""
+                    yield sep + b.header(b.record.uid not in live)
+                    current, at_line_start, anything = b.path, True, True
+                if text:
+                    yield text
+                    at_line_start = text.endswith("\n")
+            first_scan = False
+            if done:
+                if not at_line_start:
+                    yield "\n"
+                return
+            await asyncio.sleep(self.poll_interval)
+
+    async def _live_pods(self, namespace: str) -> dict[str, dict]:
+        pods = (await self.client.list("Pod", namespace)).items
+        return {p["metadata"].get("uid", ""): p for p in pods}
+
+    async def _job_done(self, kind: str, namespace: str, name: str, juid: str, live: dict[str, dict]) -> bool:
+        """Nothing more will be written: the job is gone, or finished with none
+        of its pods Pending or Running."""
+        try:
+            job = await self.client.get(kind, name, namespace)
+        except NotFound:
+            return True
+        if (job.get("metadata") or {}).get("uid") != juid:
+            return True
+        if not _finished(job):
+            return False
+        return not any(_controller_uid(p) == juid and (p.get("status") or {}).get("phase") in
+                       (None, "", "Pending", "Running") for p in live.values())
 
     # ------------------------------------------------------------------ helpers
 
@@ -222,12 +415,14 @@ class LogProvider:
         meta = pod["metadata"]
         if not (pod.get("spec") or {}).get("nodeName"):
             return None
+        ns = meta.get("namespace", "")
         try:
-            current, prev = find_logs(self.state_dir, meta.get("namespace", ""), meta["name"], cname,
-                                      uid=meta.get("uid"))
+            current, prev = find_logs(self.state_dir, ns, meta["name"], cname, uid=meta.get("uid"))
         except ValueError as e:
             raise BadRequest(str(e)) from None
         if previous:
+            if prev is None:
+                prev = self._earlier_instance_log(ns, meta["name"], meta.get("uid", ""), cname)
             if prev is None:
                 raise BadRequest(f'previous terminated container "{cname}" in pod "{meta["name"]}" not found')
             return prev
@@ -236,6 +431,33 @@ class LogProvider:
             reason = ((st.get("state") or {}).get("waiting") or {}).get("reason") or "ContainerCreating"
             raise BadRequest(f'container "{cname}" in pod "{meta["name"]}" is waiting to start: {reason}')
         return current
+
+    def _earlier_instance_log(self, namespace: str, name: str, uid: str, container: str) -> Path | None:
+        """The last log of ``container`` in the newest earlier pod of that name."""
+        records = self.records.scan(namespace, name)
+        idx = next((i for i, r in enumerate(records) if r.uid == uid), len(records))
+        for rec in reversed(records[:idx]):
+            files = instance_logs(rec.dir / container)
+            if files:
+                return files[-1]
+        return None
+
+    def _deleted_path(self, namespace: str, name: str, container: str | None, previous: bool) -> Path:
+        """A deleted pod's log from disk: its newest instance of that name."""
+        records = self.records.scan(namespace, name)
+        if not records:
+            raise NotFound("pods", name)
+        cname = self._container(records[-1].as_pod(), container)
+        current = instance_logs(records[-1].dir / cname)
+        if not previous:
+            if not current:
+                raise BadRequest(f'container "{cname}" in pod "{name}" never started before the pod was deleted')
+            return current[-1]
+        history = [p for r in records for p in instance_logs(r.dir / cname)]
+        earlier = history[:-1] if current else history
+        if not earlier:
+            raise BadRequest(f'previous terminated container "{cname}" in pod "{name}" not found')
+        return earlier[-1]
 
 
 def _find_status(pod: dict, container: str) -> dict | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Union
 
-from ..api.constants import ANNOTATION_NO_RESTART
+from ..api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from ..clock import format_time, parse_time
 
 Obj = dict[str, Any]
@@ -204,6 +204,14 @@ def restart_policy(pod: Obj) -> str:
     return (pod.get("spec") or {}).get("restartPolicy") or ALWAYS
 
 
+def restarts_failures(pod: Obj) -> bool:
+    """False once the job controller marked the pod because its job's backoffLimit
+    leaves no restart (annotation phalanx.dev/no-restart-on-failure, S3): a
+    container that exits non-zero is then not restarted in place."""
+    anns = (pod.get("metadata") or {}).get("annotations") or {}
+    return anns.get(ANNOTATION_NO_RESTART_ON_FAILURE) != "true"
+
+
 def grace_seconds(pod: Obj) -> float:
     """Deletion grace: deletionGracePeriodSeconds, else the pod's
     terminationGracePeriodSeconds, else 30."""
@@ -283,6 +291,7 @@ def decide(
     containers: list[Obj] = list(spec.get("containers") or [])
     inits: list[Obj] = list(spec.get("initContainers") or [])
     policy = restart_policy(pod)
+    failures_restart = restarts_failures(pod)
 
     old_phase = old_status.get("phase")
     frozen = old_phase in TERMINAL_PHASES
@@ -324,6 +333,8 @@ def decide(
         assert t is not None
         eff_policy = (NEVER if policy == NEVER else ON_FAILURE) if init else policy
         restartable = (eff_policy == ALWAYS) or (eff_policy == ON_FAILURE and t.exit_code != 0)
+        if t.exit_code != 0 and not failures_restart:
+            restartable = False
         will_restart = restartable and not t.permanent and not stopping
         ev = _Eval(t.to_state(), last, ready=init and t.exit_code == 0, started=False,
                    will_restart=will_restart, succeeded=t.exit_code == 0,

@@ -30,7 +30,7 @@ from ..clock import Clock
 from . import limits as limits_mod
 from .env import ContainerConfigError, NoCommandError, PodContext, container_argv, container_env
 from .limits import Cgroup, CgroupDriver, Limits, container_limits
-from .logs import container_log_path, pod_dir
+from .logs import container_log_path, mark_pod_finished, pod_dir, record_pod
 from .podstate import CONTAINER_CANNOT_RUN, OOM_KILLED, ContainerObservation, Termination
 
 log = logging.getLogger(__name__)
@@ -170,6 +170,8 @@ class ProcessRuntime:
         meta = pod["metadata"]
         ns, name, uid = meta.get("namespace") or "default", meta["name"], meta["uid"]
         container, path = _find_container(pod, container_name)
+        if uid not in self._pods:
+            self._record_pod(pod)
         records = self._pods.setdefault(uid, {})
         prev = records.get(container_name)
         if prev is not None and prev.current.termination is None and prev.current.started_at is not None:
@@ -240,6 +242,13 @@ class ProcessRuntime:
             self._ensure_watchdog()
         log.info("started %s/%s container %s (pid %s): %s", ns, name, container_name, proc.pid, argv)
         return inst
+
+    def _record_pod(self, pod: Obj) -> None:
+        """The pod's record next to its logs, so they outlive the pod object (see podrecords)."""
+        try:
+            record_pod(self.state_dir, pod, self.clock.now(), self.node_name)
+        except (OSError, ValueError) as e:
+            log.warning("cannot record pod %s: %s", pod["metadata"].get("name"), e)
 
     def _fail_start(self, inst: Instance, reason: str, message: str, *, permanent: bool,
                     logf: Any = None) -> None:
@@ -330,8 +339,8 @@ class ProcessRuntime:
     # ------------------------------------------------------------------ kill
 
     async def kill_pod(self, uid: str, grace: float) -> None:
-        """SIGTERM to every running container's process group, ``grace`` seconds,
-        then SIGKILL; returns once all have exited."""
+        """SIGTERM to every running container's main process, ``grace`` seconds,
+        then SIGKILL to its process group; returns once all have exited."""
         insts = [r.current for r in self._pods.get(uid, {}).values() if r.current.running]
         await self._kill(insts, grace)
 
@@ -347,11 +356,13 @@ class ProcessRuntime:
         # escape killpg: remember them now, kill the survivors at the end.
         strays = [p for i in insts if i.pid is not None for p in _descendants(i.pid)
                   if _pgid(p.pid) != i.pid]
+        # As a container runtime does: SIGTERM to the container's main process
+        # only (its children are killed when it exits, see _wait). Signalling the
+        # whole group would change what a trapping shell reports: with its
+        # `sleep & wait` child killed too, `trap exit TERM` exits 0, not 143.
         for i in insts:
             if i.pid is not None:
-                _killpg(i.pid, signal.SIGTERM)
-        for p in strays:
-            _signal(p, signal.SIGTERM)
+                _kill(i.pid, signal.SIGTERM)
         pending = [i for i in insts if not i.done.is_set()]
         if pending and grace > 0:
             await _wait_all(pending, grace)
@@ -374,6 +385,8 @@ class ProcessRuntime:
         for r in recs.values():
             if r.current.running and r.current.pid is not None:
                 _killpg(r.current.pid, signal.SIGKILL)
+        if recs:
+            mark_pod_finished(next(iter(recs.values())).current.log_path.parent.parent, self.clock.now())
 
     # ------------------------------------------------------------------ orphans
 
@@ -454,6 +467,13 @@ def _signal(proc: psutil.Process, sig: int) -> None:
         if proc.is_running():
             proc.send_signal(sig)
     except psutil.Error:
+        pass
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
         pass
 
 

@@ -1,12 +1,41 @@
-"""The HTTP API: Kubernetes paths over any ``Client``.
+"""The HTTP API: Kubernetes paths over any ``Client``, enough for kubectl 1.32.
 
 ``make_app(client, token, log_provider)`` serves ``/api/v1/...`` and
 ``/apis/<group>/<version>/...`` (namespaced and cluster-scoped collections and
 items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``), watch
-streams, ``/version``, health and legacy discovery. Every request needs the
-bearer token; every error is a Kubernetes ``Status`` with the apiserver's code
-and wording, and bad input never yields a 5xx. ``serve`` listens on loopback
-or a unix socket only.
+streams, ``/version``, health, legacy discovery and ``/openapi/v3``. Every
+request needs the bearer token; every error is a Kubernetes ``Status`` with the
+apiserver's code and wording, and bad input never yields a 5xx. ``serve``
+listens on loopback or a unix socket only, over HTTPS when given a TLS context
+(kubectl sends its token only over TLS).
+
+What kubectl relies on (ecosystem.md §1): a ``meta.k8s.io`` Table for list,
+get and watch when Accept asks for one (ages rendered here); watch with
+``watch=true|1|True``, resume from a resourceVersion, 410 as an ERROR event,
+BOOKMARKs when allowed, ``timeoutSeconds``, label and field selectors;
+``resourceVersion``/``resourceVersionMatch`` on lists (always served from the
+current state); ``fieldValidation`` (``fieldvalidation``); merge, JSON and
+strategic merge patches; PUT with a resourceVersion precondition; DELETE with
+``DeleteOptions`` from the body or the query (``deleteoptions``). Aggregated
+discovery is not served: kubectl asks for it first and, answered with plain
+JSON, falls back to the legacy documents.
+
+Phalanx decision: a PyTorchJob or TFJob deleted with the Background policy (what
+``kubectl delete`` always sends) or none is deleted in the Foreground, so
+``kubectl delete -f job.yaml`` returns only once the job's pods, Services and
+PodGroup are gone (``deleteoptions.effective_policy``).
+
+Phalanx extensions (not in Kubernetes):
+
+- ``GET /api/v1/namespaces/{ns}/pods/{name}/log`` of a pod that no longer
+  exists answers from the logs kept on disk (the newest pod of that name)
+  while its job exists, instead of 404 (SEMANTICS S5).
+- ``GET /apis/kubeflow.org/v1/namespaces/{ns}/{pytorchjobs|tfjobs}/{name}/log``:
+  every log of the job's pods, current and deleted, as text/plain; each block
+  starts ``==> <pod>/<container> (instance <uid prefix>, restart <n>[, pod
+  deleted]) <==``. Query: ``container``, ``tailLines`` (per block),
+  ``follow`` (until the job has finished and none of its pods runs),
+  ``limitBytes``; ``previous`` is refused (400) since every instance is there.
 """
 from __future__ import annotations
 
@@ -16,19 +45,30 @@ import json
 import logging
 import os
 import re
+import ssl
+import time
 import urllib.parse
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import yaml
 from aiohttp import web
 
-from phalanx.api.errors import AlreadyExists, ApiError, BadRequest, Conflict, NotFound
-from phalanx.api.registry import ResourceType
+from phalanx.api.admission import StrictDecodingError, admit
+from phalanx.api.errors import (
+    AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Gone, Invalid, NotFound,
+)
+from phalanx.api.registry import JOB_KINDS, ResourceType
+from phalanx.clock import Clock
+from phalanx.store.patch import JsonPatchError, json_patch, merge_patch
+from phalanx.store.store import PatchRejected
 
-from . import discovery, streams
+from . import discovery, fieldvalidation, streams, tables
 from .auth import bearer_auth
+from .deleteoptions import effective_policy, parse_delete_options
+from .openapi import openapi_v3_reply
 from .status import error_response, failure, json_response, success
 from .strategic import apply_strategic_merge
 
@@ -36,13 +76,17 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 2.0
+BOOKMARK_INTERVAL = 10.0  # seconds without an event before a watch gets a BOOKMARK
 
 CLIENT = web.AppKey("client", object)
 LOG_PROVIDER = web.AppKey("log_provider", object)
 STOP = web.AppKey("stop", asyncio.Event)
 MAX_BODY = web.AppKey("max_body", int)
+CLOCK = web.AppKey("clock", Clock)
+BOOKMARKS = web.AppKey("bookmark_interval", float)
 ROUTE = web.RequestKey("route", object)
 OBJECT_NAME = web.RequestKey("object_name", str)  # the name an error is about, when not in the URL
+WARNINGS = web.RequestKey("warnings", list)  # Warning headers for the response
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -216,29 +260,100 @@ def _dry_run(request: web.Request) -> bool:
 # --------------------------------------------------------------------------
 
 
+def _table_version(request: web.Request) -> str | None:
+    """The Table version the client asked for in Accept (kubectl get), or None."""
+    return tables.negotiate_table(request.headers.get("Accept"))
+
+
+def _include_object(request: web.Request) -> str:
+    try:
+        return tables.parse_include_object(request.query.get("includeObject"))
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+
+
+def _now(request: web.Request) -> Any:
+    return request.app[CLOCK].now()
+
+
+def _list_options_error(field: str, kind: str, detail: str, value: Any = None) -> Invalid:
+    err = Invalid([FieldError(field, kind, detail, value)], prefix='ListOptions.meta.k8s.io "" is invalid: ')
+    err.anonymous = True  # about the request, not about an object of the resource  # type: ignore[attr-defined]
+    return err
+
+
+def _check_list_options(request: web.Request, watching: bool, current_rv: str | None) -> None:
+    """resourceVersion / resourceVersionMatch as the apiserver validates them.
+    Lists are always served from the current state (not older than any
+    resourceVersion a client can have seen); Exact is served only for it."""
+    q = request.query
+    rv = q.get("resourceVersion") or ""
+    if rv and not rv.isdigit():
+        raise BadRequest(f'resourceVersion: Invalid value: "{rv}": must be a non-negative integer')
+    match = q.get("resourceVersionMatch") or ""
+    if not match:
+        return
+    if watching:
+        raise _list_options_error("resourceVersionMatch", "Forbidden", "resourceVersionMatch is forbidden for watch")
+    if match not in ("NotOlderThan", "Exact"):
+        raise _list_options_error("resourceVersionMatch", "NotSupported", "", match)
+    if not rv:
+        raise _list_options_error("resourceVersionMatch", "Forbidden",
+                                  "resourceVersionMatch is forbidden unless resourceVersion is provided")
+    if match == "Exact" and rv == "0":
+        raise _list_options_error("resourceVersionMatch", "Forbidden",
+                                  'resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    if match == "Exact" and current_rv is not None and rv != current_rv:
+        raise Gone(f"too old resource version: {rv} ({current_rv})")
+
+
 async def _list(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     rt = route.rt
+    table = _table_version(request)
+    include = _include_object(request)
     if streams.parse_bool(request.query.get("watch"), "watch"):
-        return await streams.watch(request, client, rt, route.namespace, request.app[STOP])
+        _check_list_options(request, True, None)
+        now = request.app[CLOCK].now
+        fmt = streams.WatchFormat(table, include, now)
+        return await streams.watch(request, client, rt, route.namespace, request.app[STOP], fmt,
+                                   request.app[BOOKMARKS])
     streams.parse_int(request.query.get("limit"), "limit")  # accepted, but everything is returned
     lst = await client.list(rt.kind, route.namespace,
                             label_selector=request.query.get("labelSelector") or None,
                             field_selector=request.query.get("fieldSelector") or None)
+    _check_list_options(request, False, lst.resource_version)
     meta: dict[str, Any] = {"resourceVersion": lst.resource_version}
+    if table:
+        return json_response(tables.table_for(rt.kind, lst.items, _now(request), include, list_meta=meta,
+                                              version=table))
     if rt.group:
         meta["continue"] = ""
     return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta,
                           "items": lst.items})
 
 
+def _field_validation(request: web.Request) -> str:
+    return fieldvalidation.parse_mode(request.query.get("fieldValidation"))
+
+
+def _drop_unknown(request: web.Request, obj: dict[str, Any]) -> dict[str, Any]:
+    """fieldValidation Ignore/Warn: the object without unknown fields, each one reported."""
+    pruned, dropped = fieldvalidation.drop_unknown_fields(obj, admit)
+    request.setdefault(WARNINGS, []).extend(fieldvalidation.warning(f) for f in dropped)
+    return pruned
+
+
 async def _create(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
+    mode = _field_validation(request)
     obj = await _object_body(request)
     _fill_identity(obj, route)
     name = obj["metadata"].get("name")
     if isinstance(name, str):
         request[OBJECT_NAME] = name
+    if mode != "Strict":
+        obj = _drop_unknown(request, obj)
     if _dry_run(request):
         return json_response(await _dry_run_create(client, route, obj), status=201)
     return json_response(await client.create(obj), status=201)
@@ -246,8 +361,6 @@ async def _create(request: web.Request, route: Route) -> web.StreamResponse:
 
 async def _dry_run_create(client: Any, route: Route, obj: dict[str, Any]) -> dict[str, Any]:
     """Admission only: the defaulted, validated object, never stored."""
-    from phalanx.api.admission import admit
-
     admitted = admit(obj)
     meta = admitted.get("metadata") or {}
     name = meta.get("name")
@@ -263,18 +376,48 @@ async def _dry_run_create(client: Any, route: Route, obj: dict[str, Any]) -> dic
 
 async def _get(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
-    return json_response(await client.get(route.rt.kind, route.name, route.namespace))
+    table = _table_version(request)
+    include = _include_object(request)
+    obj = await client.get(route.rt.kind, route.name, route.namespace)
+    if table:
+        return json_response(tables.table_for(route.rt.kind, [obj], _now(request), include, version=table))
+    return json_response(obj)
 
 
 async def _update(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
+    mode = _field_validation(request)
     obj = await _object_body(request)
     _fill_identity(obj, route)
     if _dry_run(request):
         raise BadRequest("dryRun is supported on create only")
     if route.subresource == "status":
         return json_response(await client.update_status(obj))
+    if mode != "Strict":
+        obj = _drop_unknown(request, obj)
     return json_response(await client.update(obj))
+
+
+def _pins_resource_version(patch: Any, media: str) -> bool:
+    """Whether a patch sets metadata.resourceVersion (then it is a precondition)."""
+    if media == JSON_PATCH:
+        return isinstance(patch, list) and any(
+            isinstance(op, dict) and op.get("path") == "/metadata/resourceVersion" and op.get("op") != "test"
+            for op in patch)
+    meta = patch.get("metadata") if isinstance(patch, dict) else None
+    return isinstance(meta, dict) and meta.get("resourceVersion") is not None
+
+
+def _patched(current: dict[str, Any], patch: Any, media: str) -> Any:
+    """``current`` with the patch applied, computed here (as the store would)."""
+    if media == JSON_PATCH:
+        try:
+            return json_patch(current, patch)
+        except JsonPatchError as e:
+            raise PatchRejected(str(e)) from None
+    if media == MERGE_PATCH:
+        return merge_patch(current, patch)
+    return apply_strategic_merge(current, patch)
 
 
 async def _patch(request: web.Request, route: Route) -> web.StreamResponse:
@@ -285,28 +428,48 @@ async def _patch(request: web.Request, route: Route) -> web.StreamResponse:
     if media not in accepted:
         raise _UnsupportedMedia("the body of the request was in an unknown format - accepted media types "
                                 f"include: {', '.join(accepted)}")
+    mode = _field_validation(request)
     body = _decode(await _read_body(request), "application/json")
     if _dry_run(request):
         raise BadRequest("dryRun is supported on create only")
-    sub = route.subresource
-    if media == JSON_PATCH:
-        if not isinstance(body, list):
-            raise BadRequest("a JSON patch must be a JSON array of operations")
-        return json_response(await client.patch(rt.kind, route.name, route.namespace, body, "json", sub))
-    if not isinstance(body, dict):
+    if media == JSON_PATCH and not isinstance(body, list):
+        raise BadRequest("a JSON patch must be a JSON array of operations")
+    if media != JSON_PATCH and not isinstance(body, dict):
         raise BadRequest("a merge patch must be a JSON object")
-    if media == MERGE_PATCH:
-        return json_response(await client.patch(rt.kind, route.name, route.namespace, body, "merge", sub))
-    return json_response(await _strategic_patch(client, route, body))
+    sub = route.subresource
+    try:
+        if media == STRATEGIC_PATCH:
+            return json_response(await _read_modify_write(request, route, body, media, prune=False))
+        kind = "json" if media == JSON_PATCH else "merge"
+        return json_response(await client.patch(rt.kind, route.name, route.namespace, body, kind, sub))
+    except StrictDecodingError as e:
+        if mode == "Strict":
+            raise await _patch_strict_error(client, route, body, media, e) from None
+    return json_response(await _read_modify_write(request, route, body, media, prune=True))
 
 
-async def _strategic_patch(client: Any, route: Route, patch: dict[str, Any]) -> dict[str, Any]:
-    """Apply a strategic merge patch as a read-modify-write, retried on a concurrent change."""
+async def _patch_strict_error(client: Any, route: Route, patch: Any, media: str,
+                              err: StrictDecodingError) -> ApiError:
+    """The apiserver's 422 for a PATCH whose result has unknown fields (golden 36)."""
+    try:
+        patched = _patched(await client.get(route.rt.kind, route.name, route.namespace), patch, media)
+    except ApiError:
+        patched = None
+    return fieldvalidation.PatchStrictDecodingError(patched if isinstance(patched, dict) else None, err,
+                                                    sort_keys=bool(route.rt.group))
+
+
+async def _read_modify_write(request: web.Request, route: Route, patch: Any, media: str,
+                             prune: bool) -> dict[str, Any]:
+    """Apply a patch here and write the result as an update, retried on a
+    concurrent change unless the patch pins the resourceVersion. Used for
+    strategic merge patches and to drop unknown fields (fieldValidation Ignore/Warn)."""
+    client = request.app[CLIENT]
     rt = route.rt
-    pinned = isinstance(patch.get("metadata"), dict) and patch["metadata"].get("resourceVersion")
+    pinned = _pins_resource_version(patch, media)
     for attempt in range(5):
         current = await client.get(rt.kind, route.name, route.namespace)
-        patched = apply_strategic_merge(current, patch)
+        patched = _patched(current, patch, media)
         if not isinstance(patched, dict):
             raise BadRequest("the patch may not delete the whole object")
         meta = patched.setdefault("metadata", {})
@@ -314,6 +477,9 @@ async def _strategic_patch(client: Any, route: Route, patch: dict[str, Any]) -> 
             raise BadRequest("metadata must be a JSON object")
         if not pinned:
             meta["resourceVersion"] = current.get("metadata", {}).get("resourceVersion")
+        if prune and route.subresource != "status":
+            patched = _drop_unknown(request, patched) if attempt == 0 else \
+                fieldvalidation.drop_unknown_fields(patched, admit)[0]
         try:
             if route.subresource == "status":
                 return await client.update_status(patched)
@@ -327,37 +493,28 @@ async def _strategic_patch(client: Any, route: Route, patch: dict[str, Any]) -> 
 async def _delete(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     rt = route.rt
-    options: dict[str, Any] = {}
     raw = await _read_body(request)
-    if raw.strip():
-        options = _decode(raw, "application/json")
-        if not isinstance(options, dict):
-            raise BadRequest("DeleteOptions must be a JSON object")
-    if _dry_run(request) or options.get("dryRun"):
+    body = _decode(raw, "application/json") if raw.strip() else None
+    options = parse_delete_options(body, request.query)
+    if options.dry_run:
         raise BadRequest("dryRun is supported on create only")
-    grace = options.get("gracePeriodSeconds")
-    if grace is None:
-        grace = streams.parse_int(request.query.get("gracePeriodSeconds"), "gracePeriodSeconds")
-    elif isinstance(grace, bool) or not isinstance(grace, int) or grace < 0:
-        raise BadRequest(f"gracePeriodSeconds: Invalid value: {json.dumps(grace)}: must be a non-negative integer")
-    policy = options.get("propagationPolicy", request.query.get("propagationPolicy"))
-    if policy not in (None, "", "Background", "Foreground", "Orphan"):
-        raise BadRequest(f'propagationPolicy: Unsupported value: "{policy}": supported values: "Background", '
-                         '"Foreground", "Orphan"')
     current = await client.get(rt.kind, route.name, route.namespace)
     meta = current.get("metadata") or {}
-    pre = options.get("preconditions") or {}
-    if not isinstance(pre, dict):
-        raise BadRequest("preconditions must be a JSON object")
-    for field in ("uid", "resourceVersion"):
-        want = pre.get(field)
-        if want not in (None, "") and want != meta.get(field):
-            label = "UID" if field == "uid" else "ResourceVersion"
+    for label, want, have in (("UID", options.preconditions_uid, meta.get("uid")),
+                              ("ResourceVersion", options.preconditions_resource_version,
+                               meta.get("resourceVersion"))):
+        if want is not None and want != have:
             err = Conflict(_resource_name(rt), route.name or "")
             err.message = (f'Operation cannot be fulfilled on {_resource_name(rt)} "{route.name}": Precondition '
-                           f"failed: {label} in precondition: {want}, {label} in object meta: {meta.get(field)}")
+                           f"failed: {label} in precondition: {want}, {label} in object meta: {have}")
             raise err
-    result = await client.delete(rt.kind, route.name, route.namespace, grace_period_seconds=grace)
+    policy = effective_policy(rt.kind, options.propagation_policy)
+    kwargs: dict[str, Any] = {"grace_period_seconds": options.grace_period_seconds}
+    if options.preconditions_uid is not None:
+        kwargs["preconditions_uid"] = options.preconditions_uid  # checked again where it is atomic
+    if policy is not None:
+        kwargs["propagation_policy"] = policy
+    result = await client.delete(rt.kind, route.name, route.namespace, **kwargs)
     if result is not None:
         return json_response(result)
     details: dict[str, Any] = {"name": route.name}
@@ -385,7 +542,13 @@ async def _bind(request: web.Request, route: Route) -> web.StreamResponse:
 
 async def _logs(request: web.Request, route: Route) -> web.StreamResponse:
     return await streams.logs(request, request.app[CLIENT], request.app[LOG_PROVIDER], route.namespace or "",
-                              route.name or "", request.app[STOP])
+                              route.name or "", request.app[STOP], request.app[CLOCK].now)
+
+
+async def _job_logs(request: web.Request, route: Route) -> web.StreamResponse:
+    await request.app[CLIENT].get(route.rt.kind, route.name, route.namespace)  # 404 names the job
+    return await streams.job_logs(request, request.app[LOG_PROVIDER], route.rt, route.namespace or "",
+                                  route.name or "", request.app[STOP])
 
 
 HandlerFn = Callable[[web.Request, Route], Awaitable[web.StreamResponse]]
@@ -406,6 +569,8 @@ def _handler_for(route: Route, method: str) -> HandlerFn | None:
         return {"POST": _bind}.get(method)
     if rt.kind == "Pod" and sub == "log":
         return {"GET": _logs}.get(method)
+    if rt.kind in JOB_KINDS and sub == "log":
+        return {"GET": _job_logs}.get(method)
     # e.g. PodGroup /status: no such subresource; the apiserver words it as a missing object
     raise NotFound(_resource_name(rt), route.name)
 
@@ -431,6 +596,10 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         return web.Response(text="ok", content_type="text/plain")
     if len(segments) == 1 and head == "version":
         return json_response(discovery.version_info())
+    if head == "openapi":
+        if len(segments) >= 2 and segments[1] == "v3" and method == "GET":
+            return _openapi_v3(request, "/".join(segments[2:]))
+        return _not_found_response()  # /openapi/v2 too: kubectl falls back to its compiled-in types
     if head == "api":
         if len(segments) == 1:
             return json_response(discovery.api_versions(_server_address(request)))
@@ -458,6 +627,55 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         return failure(405, "MethodNotAllowed", f"the server does not allow this method on the requested "
                                                  f"resource")
     return await handler(request, route)
+
+
+def _openapi_v3(request: web.Request, subpath: str) -> web.StreamResponse:
+    reply = openapi_v3_reply(subpath, request.query.get("hash") or None, request.app[CLOCK].now(),
+                             request.headers.get("If-None-Match"))
+    if reply is None:
+        return _not_found_response()
+    return web.Response(status=reply.status, headers=reply.headers, body=reply.body)
+
+
+ACCESS_LOG = web.AppKey("access_log", object)
+
+
+@web.middleware
+async def _access_log(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                      ) -> web.StreamResponse:
+    """One line per request once it ends (streams too, even when the client
+    goes away): time, peer, method, path and query, status, seconds, user agent."""
+    logger: logging.Logger | None = request.app[ACCESS_LOG]  # type: ignore[assignment]
+    if logger is None:
+        return await handler(request)
+    start = time.monotonic()
+    status = 500
+    try:
+        resp = await handler(request)
+        status = resp.status
+        return resp
+    except asyncio.CancelledError:
+        status = request.get(streams.STREAM_STATUS, 499)  # the client went away: what it was sent, or 499
+        raise
+    except web.HTTPException as e:
+        status = e.status_code
+        raise
+    finally:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        ua = request.headers.get("User-Agent", "-").replace('"', "'")
+        logger.info('%s %s "%s %s" %d %.6f "%s"', stamp, request.remote or "-", request.method, request.path_qs,
+                    status, time.monotonic() - start, ua)
+
+
+@web.middleware
+async def _warnings(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                    ) -> web.StreamResponse:
+    """``Warning`` headers collected while serving (e.g. dropped unknown fields)."""
+    resp = await handler(request)
+    for value in request.get(WARNINGS) or []:
+        if not resp.prepared:
+            resp.headers.add("Warning", value)
+    return resp
 
 
 @web.middleware
@@ -493,19 +711,30 @@ async def _on_shutdown(app: web.Application) -> None:
 
 
 def make_app(client: Any, token: str, log_provider: Any = None, *,
-             max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+             max_body_bytes: int = MAX_BODY_BYTES, clock: Clock | None = None,
+             bookmark_interval: float = BOOKMARK_INTERVAL,
+             access_log: logging.Logger | None = None) -> web.Application:
     """The API application over ``client`` (any ``phalanx.client.interface.Client``).
 
     ``log_provider`` serves ``pods/{name}/log``: an object with
     ``open(namespace, pod, container, previous, follow, tail)`` returning an async
     iterator of bytes (or the node's ``read``/``follow`` pair); without one the
-    log route answers 404.
+    log route answers 404. A provider with ``serves_deleted_pods = True`` is
+    asked for pods that no longer exist too, and one with ``job_logs(namespace,
+    kind, name, container, follow=, tail_lines=)`` serves the jobs' ``log``.
+    ``clock`` renders the ages of Tables and log timestamps; a watch allowing
+    bookmarks gets one after ``bookmark_interval`` seconds without an event.
+    ``access_log`` gets one line per request, written when it ends.
     """
-    app = web.Application(middlewares=[_errors, bearer_auth(token)], client_max_size=max_body_bytes)
+    app = web.Application(middlewares=[_access_log, _warnings, _errors, bearer_auth(token)],
+                          client_max_size=max_body_bytes)
+    app[ACCESS_LOG] = access_log
     app[CLIENT] = client
     app[LOG_PROVIDER] = log_provider
     app[STOP] = asyncio.Event()
     app[MAX_BODY] = max_body_bytes
+    app[CLOCK] = clock or Clock()
+    app[BOOKMARKS] = float(bookmark_interval)
     app.router.add_route("*", "/{tail:.*}", _dispatch)
     app.on_shutdown.append(_on_shutdown)
     return app
@@ -521,10 +750,12 @@ def _is_loopback(host: str) -> bool:
 
 
 async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0,
-                unix_socket: Path | str | None = None) -> tuple[web.AppRunner, str]:
+                unix_socket: Path | str | None = None,
+                ssl_context: ssl.SSLContext | None = None) -> tuple[web.AppRunner, str]:
     """Start serving ``app``; returns the runner (``await runner.cleanup()`` to stop)
-    and the URL. Only a loopback address or a unix socket (mode 0600) is accepted:
-    the API is never exposed beyond this machine."""
+    and the URL (``https://`` with ``ssl_context``). Only a loopback address or a
+    unix socket (mode 0600) is accepted: the API is never exposed beyond this
+    machine."""
     if unix_socket is None and not _is_loopback(host):
         raise ValueError(f"refusing to listen on {host!r}: only loopback addresses or a unix socket are allowed")
     runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=SHUTDOWN_TIMEOUT, access_log=None)
@@ -540,13 +771,14 @@ async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0,
                 os.umask(old_umask)
             os.chmod(path, 0o600)
             return runner, "http+unix://" + urllib.parse.quote(str(path), safe="")
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
         await site.start()
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
         bound = sockets[0].getsockname()[1] if sockets else port
         url_host = f"[{host}]" if ":" in host else host
-        return runner, f"http://{url_host}:{bound}"
+        scheme = "https" if ssl_context is not None else "http"
+        return runner, f"{scheme}://{url_host}:{bound}"
     except BaseException:
         await runner.cleanup()
         raise

@@ -2,7 +2,11 @@
 
 Legacy discovery (``APIVersions``, ``APIGroupList``, ``APIGroup``,
 ``APIResourceList``) is enough for kubectl, kopf and kr8s (ecosystem.md §1.3).
-The version reports minor 32 so Google's kubectl dispatcher runs kubectl 1.32.
+kubectl 1.32 asks ``/api`` and ``/apis`` for the aggregated
+``APIGroupDiscoveryList`` first, with ``application/json`` as its last choice;
+answered with these plain JSON documents it fetches each group-version, so
+aggregated discovery is not served. The version reports minor 32 so Google's
+kubectl dispatcher runs kubectl 1.32.
 """
 from __future__ import annotations
 
@@ -16,13 +20,17 @@ from phalanx.api.registry import RESOURCES, ResourceType
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
+KUBERNETES_VERSION = "v1.32.4"  # the API level served; the dispatcher runs the kubectl of its minor
+
+
 def version_info() -> dict[str, Any]:
+    """``/version`` (golden 01's shape): a 1.32 minor, Phalanx's version as build metadata."""
     machine = platform.machine().lower()
     arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
     return {
         "major": "1",
         "minor": "32",
-        "gitVersion": f"v1.32.0+phalanx.{__version__}",
+        "gitVersion": f"{KUBERNETES_VERSION}-phalanx+{__version__}",
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "",

@@ -52,6 +52,9 @@ def error_status(err: ApiError, rt: ResourceType | None = None, name: str | None
         if rt.group:
             details["group"] = rt.group
         details["kind"] = rt.plural
+    elif isinstance(err, Invalid) and getattr(err, "anonymous", False):
+        if err.errors:  # an error about the request, not about a named object (golden 36)
+            details["causes"] = [_cause(e) for e in err.errors]
     elif isinstance(err, Invalid) and err.code == 422 and (err.errors or rt is not None):
         if name:
             details["name"] = name

@@ -1,10 +1,12 @@
-"""Long-lived responses: watch streams (NDJSON) and pod logs (text/plain).
+"""Long-lived responses: watch streams (NDJSON), pod and job logs (text/plain).
 
 Both are chunked and end when the client goes away, when ``timeoutSeconds``
 passes (watch), when the source ends, or when the server shuts down. A watch
 that cannot start from the requested resourceVersion answers 200 and one
 ``ERROR`` event carrying the 410 Expired Status, as the apiserver does
-(golden exchange 34).
+(golden exchange 34). A watch writes plain objects or one-row Tables
+(``WatchFormat``) and, when allowed, BOOKMARKs after a quiet interval. A log
+with ``timestamps`` has each line prefixed with the time the server reads it.
 """
 from __future__ import annotations
 
@@ -12,16 +14,20 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from typing import Any, AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Callable
 
 from aiohttp import web
 
 from phalanx.api.errors import ApiError, BadRequest, NotFound
 from phalanx.api.registry import ResourceType
+from phalanx.clock import parse_time
 from phalanx.client.selectors import (
     FieldSelector, LabelSelector, match_field_selector, parse_field_selector, parse_label_selector,
 )
 
+from . import tables
 from .status import dumps, error_status
 
 log = logging.getLogger(__name__)
@@ -31,34 +37,16 @@ log = logging.getLogger(__name__)
 FIRST_CHUNK_GRACE = 0.5
 
 _DISCONNECTED = (ConnectionError, asyncio.CancelledError)
+STREAM_STATUS = web.RequestKey("stream_status", int)  # the status of a stream already started
 
 
-async def until_stopped(it: AsyncIterator[Any], stop: asyncio.Event) -> AsyncIterator[Any]:
+def until_stopped(it: AsyncIterator[Any], stop: asyncio.Event) -> AsyncIterator[Any]:
     """Items of ``it`` until it ends or ``stop`` is set (server shutdown).
 
     A pending read is cancelled on the way out (client gone, shutdown), so the
     source's own clean-up runs and nothing keeps waiting on it.
     """
-    stop_wait = asyncio.ensure_future(stop.wait())
-    nxt: asyncio.Future | None = None
-    try:
-        while True:
-            nxt = asyncio.ensure_future(it.__anext__())
-            done, _ = await asyncio.wait({nxt, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-            if nxt not in done:
-                return
-            try:
-                item = nxt.result()
-            except StopAsyncIteration:
-                return
-            nxt = None
-            yield item
-    finally:
-        stop_wait.cancel()
-        if nxt is not None and not nxt.done():
-            nxt.cancel()
-            with contextlib.suppress(BaseException):
-                await nxt
+    return _with_ticks(it, stop, None)
 
 
 async def _aclose(it: Any) -> None:
@@ -115,8 +103,67 @@ class _Filter:
         return True
 
 
+_TICK = object()  # no event for a bookmark interval
+
+
+async def _with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: float | None) -> AsyncIterator[Any]:
+    """Items of ``it`` until it ends or ``stop`` is set, and ``_TICK`` after every
+    ``interval`` seconds without one (None: never)."""
+    stop_wait = asyncio.ensure_future(stop.wait())
+    nxt: asyncio.Future | None = None
+    try:
+        while True:
+            if nxt is None:
+                nxt = asyncio.ensure_future(it.__anext__())
+            done, _ = await asyncio.wait({nxt, stop_wait}, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                yield _TICK
+                continue
+            if nxt not in done:
+                return
+            try:
+                item = nxt.result()
+            except StopAsyncIteration:
+                return
+            nxt = None
+            yield item
+    finally:
+        stop_wait.cancel()
+        if nxt is not None and not nxt.done():
+            nxt.cancel()
+            with contextlib.suppress(BaseException):
+                await nxt
+
+
+def _rv_of(obj: Any) -> int | None:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else None
+
+
+@dataclass(frozen=True)
+class WatchFormat:
+    """How events are written: plain objects, or one-row Tables (``table`` is the
+    Table version) rendered with ``now()``."""
+
+    table: str | None = None
+    include_object: str = "Metadata"
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+
+    def event(self, rt: ResourceType, type_: str, obj: Any) -> dict[str, Any]:
+        if self.table is None:
+            return {"type": type_, "object": obj}
+        return tables.table_watch_event(type_, rt.kind, obj, self.now(), self.include_object, version=self.table)
+
+
 async def watch(request: web.Request, client: Any, rt: ResourceType, namespace: str | None,
-                stop: asyncio.Event) -> web.StreamResponse:
+                stop: asyncio.Event, fmt: WatchFormat | None = None,
+                bookmark_interval: float | None = None) -> web.StreamResponse:
+    """A chunked NDJSON watch. With ``allowWatchBookmarks`` a BOOKMARK carrying the
+    newest resourceVersion seen on this stream (selected or not) goes out after
+    ``bookmark_interval`` seconds without an event, when the client does not have
+    it yet, so a client resumes close to now."""
+    fmt = fmt or WatchFormat()
     q = request.query
     rv = q.get("resourceVersion") or None
     if rv is not None and not rv.isdigit():
@@ -124,27 +171,46 @@ async def watch(request: web.Request, client: Any, rt: ResourceType, namespace: 
     timeout = parse_int(q.get("timeoutSeconds"), "timeoutSeconds")
     bookmarks = parse_bool(q.get("allowWatchBookmarks"), "allowWatchBookmarks")
     flt = _Filter(rt, q.get("labelSelector"), q.get("fieldSelector"))
-
     resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
                                                     "Cache-Control": "no-cache, private"})
     resp.enable_chunked_encoding()
     await resp.prepare(request)
+    request[STREAM_STATUS] = resp.status
     source = client.watch(rt.kind, namespace, resource_version=rv)
+    seen = int(rv) if rv is not None else None
+    sent_bookmark = seen
+    interval = bookmark_interval if bookmarks else None
+
+    async def write(event: dict[str, Any]) -> None:
+        await resp.write((dumps(event) + "\n").encode())
+
     try:
         async with asyncio.timeout(timeout if timeout else None), \
-                contextlib.aclosing(until_stopped(source, stop)) as events:
+                contextlib.aclosing(_with_ticks(source, stop, interval)) as events:
             async for ev in events:
+                if ev is _TICK:
+                    if seen is not None and seen != sent_bookmark:
+                        bookmark = {"kind": rt.kind, "apiVersion": rt.api_version,
+                                    "metadata": {"resourceVersion": str(seen)}}
+                        await write(fmt.event(rt, "BOOKMARK", bookmark))
+                        sent_bookmark = seen
+                    continue
+                ev_rv = _rv_of(ev.object)
+                if ev_rv is not None and (seen is None or ev_rv > seen):
+                    seen = ev_rv
                 if ev.type == "BOOKMARK":
                     if not bookmarks:
                         continue
+                    sent_bookmark = seen
                 elif not flt.matches(ev.object):
                     continue
-                await resp.write((dumps({"type": ev.type, "object": ev.object}) + "\n").encode())
+                await write(fmt.event(rt, ev.type, ev.object))
+                sent_bookmark = seen  # the client knows this resourceVersion now
     except TimeoutError:
         pass
     except ApiError as e:
         with contextlib.suppress(*_DISCONNECTED):
-            await resp.write((dumps({"type": "ERROR", "object": error_status(e)}) + "\n").encode())
+            await write({"type": "ERROR", "object": error_status(e)})
     except ConnectionError:
         return resp
     except Exception:  # a bug in a source: end this stream, keep the server up
@@ -210,21 +276,107 @@ async def _single(data: Any) -> AsyncIterator[Any]:
     yield data
 
 
+def format_log_time(t: datetime) -> str:
+    """RFC 3339 with nanoseconds, as ``kubectl logs --timestamps`` shows it."""
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+
+
+async def timestamped(stream: AsyncIterator[bytes], now: Callable[[], datetime]) -> AsyncIterator[bytes]:
+    """Each line prefixed with the time the server reads it (the logs on disk
+    carry no per-line time, so earlier lines get the time of the read)."""
+    at_line_start = True
+    try:
+        async for chunk in stream:
+            stamp = (format_log_time(now()) + " ").encode()
+            out = bytearray()
+            for line in chunk.splitlines(keepends=True):
+                if at_line_start:
+                    out += stamp
+                out += line
+                at_line_start = line.endswith(b"\n")
+            if out:
+                yield bytes(out)
+    finally:
+        await _aclose(stream)
+
+
+def _log_options(q: Any) -> None:
+    """Validate what is accepted but not applied: ``sinceSeconds``/``sinceTime``
+    (the logs on disk carry no per-line time, so the whole log is sent)."""
+    parse_int(q.get("sinceSeconds"), "sinceSeconds", minimum=1)
+    since = q.get("sinceTime")
+    if since:
+        try:
+            parse_time(since)
+        except ValueError:
+            raise BadRequest(f'sinceTime: Invalid value: "{since}": must be an RFC 3339 time') from None
+    if q.get("sinceSeconds") and since:
+        raise BadRequest("sinceTime: Invalid value: at most one of sinceTime or sinceSeconds may be specified")
+
+
 async def logs(request: web.Request, client: Any, provider: Any, namespace: str, name: str,
-               stop: asyncio.Event) -> web.StreamResponse:
+               stop: asyncio.Event, now: Callable[[], datetime] | None = None) -> web.StreamResponse:
     q = request.query
     follow = parse_bool(q.get("follow"), "follow")
     previous = parse_bool(q.get("previous"), "previous")
+    stamps = parse_bool(q.get("timestamps"), "timestamps")
     tail = parse_int(q.get("tailLines"), "tailLines")
     limit = parse_int(q.get("limitBytes"), "limitBytes", minimum=1)
-    pod = await client.get("Pod", name, namespace)
+    _log_options(q)
+    now = now or (lambda: datetime.now(timezone.utc))
+
+    def shaped(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        return timestamped(stream, now) if stamps else stream
+    try:
+        pod = await client.get("Pod", name, namespace)
+    except NotFound:
+        # A deleted pod's logs stay readable while its job exists (SEMANTICS S5):
+        # a provider that keeps them picks the container from what it recorded.
+        if not getattr(provider, "serves_deleted_pods", False):
+            raise
+        stream = _provider_stream(provider, namespace, name, q.get("container") or None, previous, follow, tail)
+        return await _send(request, shaped(stream), follow, limit, stop, f"pod {namespace}/{name}")
     container = pick_container(pod, q.get("container") or None)
     if provider is None:
         raise NotFound("pods/log", name)
     if not (pod.get("spec") or {}).get("nodeName"):
         return web.Response(status=204)  # not scheduled yet: no log, as the apiserver answers
-
     stream = _provider_stream(provider, namespace, name, container, previous, follow, tail)
+    return await _send(request, shaped(stream), follow, limit, stop, f"pod {namespace}/{name}")
+
+
+async def job_logs(request: web.Request, provider: Any, rt: ResourceType, namespace: str, name: str,
+                   stop: asyncio.Event) -> web.StreamResponse:
+    """Every log of a job's pods, current and deleted (a Phalanx extension)."""
+    q = request.query
+    if parse_bool(q.get("previous"), "previous"):
+        raise BadRequest("previous: Invalid value: true: a job's log already holds every earlier container "
+                         "and pod instance")
+    follow = parse_bool(q.get("follow"), "follow")
+    tail = parse_int(q.get("tailLines"), "tailLines")
+    limit = parse_int(q.get("limitBytes"), "limitBytes", minimum=1)
+    container = q.get("container") or None
+    if provider is None or not hasattr(provider, "job_logs"):
+        raise NotFound(f"{rt.plural}/log", name)
+    stream = _encoded(provider.job_logs(namespace, rt.kind, name, container, follow=follow, tail_lines=tail))
+    return await _send(request, stream, follow, limit, stop, f"{rt.kind} {namespace}/{name}")
+
+
+async def _encoded(source: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in source:
+            if isinstance(chunk, str):
+                chunk = chunk.encode("utf-8", "replace")
+            if chunk:
+                yield bytes(chunk)
+    finally:
+        await _aclose(source)
+
+
+async def _send(request: web.Request, stream: AsyncIterator[bytes], follow: bool, limit: int | None,
+                stop: asyncio.Event, what: str) -> web.StreamResponse:
+    """Stream a log as text/plain; an error before the first output (within
+    FIRST_CHUNK_GRACE when following) is answered with a proper Status."""
     first = asyncio.ensure_future(stream.__anext__())
     resp: web.StreamResponse | None = None
     try:
@@ -235,6 +387,7 @@ async def logs(request: web.Request, client: Any, provider: Any, namespace: str,
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         resp.enable_chunked_encoding()
         await resp.prepare(request)
+        request[STREAM_STATUS] = resp.status
         sent = 0
 
         async def send(chunk: bytes) -> bool:
@@ -263,7 +416,7 @@ async def logs(request: web.Request, client: Any, provider: Any, namespace: str,
     except Exception:
         if resp is None:
             raise
-        log.exception("log stream of pod %s/%s failed", namespace, name)
+        log.exception("log stream of %s failed", what)
     finally:
         if not first.done():
             first.cancel()

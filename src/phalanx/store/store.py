@@ -43,6 +43,24 @@ _MAX_NAME_LENGTH = 253
 _INITIAL_STATUS = {"Pod": {"phase": "Pending"}, "Namespace": {"phase": "Active"}}
 
 
+FOREGROUND_FINALIZER = "foregroundDeletion"
+ORPHAN_FINALIZER = "orphan"
+PROPAGATION_POLICIES = ("Background", "Foreground", "Orphan")
+
+
+def gc_finalizers(policy: str | None, finalizers: list[str]) -> list[str]:
+    """The finalizers a delete with ``policy`` leaves (apiserver
+    deletionFinalizersForGarbageCollection): the policy's own, never both."""
+    if policy is None:
+        return list(finalizers)
+    out = [f for f in finalizers if f not in (FOREGROUND_FINALIZER, ORPHAN_FINALIZER)]
+    if policy == "Foreground":
+        out.append(FOREGROUND_FINALIZER)
+    elif policy == "Orphan":
+        out.append(ORPHAN_FINALIZER)
+    return out
+
+
 class PatchRejected(Invalid):
     """A JSON patch that does not apply (e.g. a failed ``test``): 422 with the
     apiserver's generic message; ``cause`` says what failed."""
@@ -373,15 +391,25 @@ class Store:
         preconditions_uid: str | None = None,
         *,
         return_deleted: bool = False,
+        propagation_policy: str | None = None,
     ) -> Obj | None:
         """Delete. Returns the object when it stays (graceful pod deletion,
         finalizers), None when it is gone at once - or, with ``return_deleted``,
-        its last state (what the HTTP API answers: golden 65, 67)."""
+        its last state (what the HTTP API answers: golden 65, 67).
+
+        ``propagation_policy`` as the apiserver applies it: Foreground adds the
+        ``foregroundDeletion`` finalizer (the garbage collector deletes the
+        dependents, then removes it: golden 35), Orphan the ``orphan``
+        finalizer (the collector unlinks the dependents); Background removes
+        both; None keeps the finalizers as they are."""
         rt = self._rt(kind)
         ns = self._ns(rt, ns)
         if grace_period_seconds is not None and (
                 isinstance(grace_period_seconds, bool) or not isinstance(grace_period_seconds, int)):
             raise BadRequest(f"gracePeriodSeconds: Invalid value: {grace_period_seconds!r}: must be an integer")
+        if propagation_policy not in (None, *PROPAGATION_POLICIES):
+            raise BadRequest(f'propagationPolicy: Unsupported value: "{propagation_policy}": supported values: '
+                             + ", ".join(f'"{p}"' for p in PROPAGATION_POLICIES))
         entry = self._lookup(rt, ns, name)
         obj = json.loads(entry.raw)
         meta = obj["metadata"]
@@ -390,17 +418,26 @@ class Store:
                 resource_name(rt), name,
                 f"Precondition failed: UID in precondition: {preconditions_uid}, UID in object meta: {meta.get('uid')}")
         now = self._clock.now()
-        finalizers = meta.get("finalizers") or []
+        old_finalizers = list(meta.get("finalizers") or [])
+        finalizers = gc_finalizers(propagation_policy, old_finalizers)
+        if finalizers != old_finalizers:
+            if finalizers:
+                meta["finalizers"] = finalizers
+            else:
+                meta.pop("finalizers", None)
         grace = self._pod_grace(obj, grace_period_seconds) if rt.kind == "Pod" else 0
 
         if meta.get("deletionTimestamp"):
             current = meta.get("deletionGracePeriodSeconds")
-            if not isinstance(current, int) or grace >= current:
-                return obj  # deletion already pending; only a shorter grace changes it
-            requested = (parse_time(meta["deletionTimestamp"]) or now) - timedelta(seconds=current)
-            meta["deletionTimestamp"] = format_time(requested + timedelta(seconds=grace))
-            meta["deletionGracePeriodSeconds"] = grace
-            if grace == 0 and not finalizers:
+            changed = finalizers != old_finalizers
+            if isinstance(current, int) and grace < current:
+                requested = (parse_time(meta["deletionTimestamp"]) or now) - timedelta(seconds=current)
+                meta["deletionTimestamp"] = format_time(requested + timedelta(seconds=grace))
+                meta["deletionGracePeriodSeconds"] = current = grace
+                changed = True
+            if not changed:
+                return obj  # deletion already pending; only a shorter grace or other finalizers change it
+            if current in (0, None) and not finalizers:
                 raw = self._commit_remove(rt, ns, name, obj)
                 return json.loads(raw) if return_deleted else None
             return self._write_modified(rt, ns, name, obj)

@@ -20,7 +20,7 @@ import inspect
 import logging
 from typing import Any, Iterable
 
-from ...api.constants import ANNOTATION_NO_RESTART
+from ...api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from ...api.errors import AlreadyExists, ApiError, Conflict, NotFound
 from ...api.registry import JOB_KINDS
 from ...clock import Clock
@@ -214,14 +214,16 @@ class JobController:
                     events.append(("Warning", f"FailedDelete{kind_}", f"Error deleting: {e.message}"))
                     retry = ERROR_RETRY
 
-        for n in plan.stop_restarting:
-            try:
-                await c.patch("Pod", n, ns, {"metadata": {"annotations": {ANNOTATION_NO_RESTART: "true"}}})
-            except NotFound:
-                pass
-            except ApiError as e:
-                log.warning("marking pod %s/%s not to restart: %s", ns, n, e.message)
-                retry = ERROR_RETRY
+        for names, annotation in ((plan.stop_restarting, ANNOTATION_NO_RESTART),
+                                  (plan.stop_failure_restarts, ANNOTATION_NO_RESTART_ON_FAILURE)):
+            for n in names:
+                try:
+                    await c.patch("Pod", n, ns, {"metadata": {"annotations": {annotation: "true"}}})
+                except NotFound:
+                    pass
+                except ApiError as e:
+                    log.warning("marking pod %s/%s %s: %s", ns, n, annotation, e.message)
+                    retry = ERROR_RETRY
 
         for kind_, objs, what in (("Service", plan.create_services, "service"), ("Pod", plan.create_pods, "pod")):
             for o in objs:

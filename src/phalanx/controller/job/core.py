@@ -6,8 +6,9 @@ Order (reference §3.3, with the SEMANTICS fixes):
 2. Finished job: cleanup (cleanPodPolicy on success, everything on failure,
    S5), PodGroup deleted, TTL.
 3. Suspended: everything deleted, Running -> False, Suspended. Resume.
-4. Restarts counted into the status (S2); past backoffLimit (S3) or
-   activeDeadlineSeconds (S4): Failed and cleanup.
+4. Restarts counted into the status (S2): in-place restarts, failures as they
+   are seen, Failed pods recreated, pods deleted from outside (Restarting);
+   past backoffLimit (S3) or activeDeadlineSeconds (S4): Failed and cleanup.
 5. Normal path: PodGroup created/synced; nothing else until Volcano admits it;
    one headless Service per slot; pods once every Service exists (locally:
    carries its allocated address and ports, needed for env); Failed pods
@@ -21,18 +22,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Callable
 
 from ...clock import format_time, parse_time
-from ..frameworks.base import Addressing, Framework, ReplicaState, replicas_of
+from ..frameworks.base import Addressing, Framework, ReplicaState, general_name, replicas_of
 from . import podgroup as pg
 from .conditions import (
     CREATED, FAILED, RESTARTING, RUNNING, SUSPENDED, StatusWriter, is_failed, is_finished, is_succeeded,
 )
-from ...api.constants import ANNOTATION_NO_RESTART
+from ...api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from .fields import annotations, as_dict, as_int, as_str, is_deleting, name, namespace, pod_phase, run_policy, status
 from .plan import Plan, ReconcileOptions
 from .pods import build_pod, build_service, replica_selector, slots
-from .restarts import RestartBook, exit_code, is_retryable_exit_code, would_restart
+from .restarts import RestartBook, exit_code, is_retryable_exit_code, restarts_in_place, would_restart
 
 MANAGED_BY_US = "kubeflow.org/training-operator"
 
@@ -86,7 +88,7 @@ def reconcile(
     )
     st = ctx.st
     if st.condition(CREATED) is None:
-        st.set(CREATED, st.reason("Created"), f"{ctx.kind} {ctx.name} is created.")
+        st.set(CREATED, st.reason("Created"), f"{ctx.kind} {ctx.name} is created.", event="Normal")
 
     if is_finished(st.status):
         _cleanup_finished(ctx, RestartBook(st.status))
@@ -173,6 +175,9 @@ def _suspend(ctx: _Ctx) -> None:
     for rs in as_dict(st.status.get("replicaStatuses")).values():
         if isinstance(rs, dict):
             rs.pop("active", None)
+    book = RestartBook(st.status)
+    book.forget_all()  # deleted on purpose: none of them is a restart (S2)
+    book.write(st.status)
     msg = f"{ctx.kind} {ctx.name} is suspended."
     if st.has(RUNNING):
         st.set(RUNNING, st.reason("Suspended"), msg, value="False")
@@ -217,11 +222,18 @@ def _run(ctx: _Ctx) -> None:
     book = RestartBook(st.status)
     for rtype, rspec, n, pslots, _ in layout:
         policy = fw.restart_policy(rspec)
-        for pod in (s[0] for s in pslots[:n] if len(s) == 1):
+        for index, slot in enumerate(pslots):
+            if index >= n:
+                for pod in slot:
+                    book.deleted_by_job(pod)  # scaled down: deleted below, on purpose
+                continue
+            if len(slot) != 1:
+                continue
+            pod = slot[0]
             book.observe(pod, rtype)
             if _needs_recreate(fw, policy, pod):
                 book.count_failure(pod, rtype)
-    book.prune({name(p) for p in ctx.pods})
+    book.vanished({name(p) for p in ctx.pods}, _rtype_of(ctx.name, [t for t, *_ in layout]))
     book.write(st.status)
 
     rp = run_policy(job)
@@ -237,6 +249,20 @@ def _run(ctx: _Ctx) -> None:
         _fail(ctx, "DeadlineExceeded",
               f"Job {ctx.name} has failed because it was active longer than specified deadline", book)
         return
+
+    # No restart left (S3): the node agent must not restart a failure in place
+    # (its failure then fails the job, P7/C3); pods are marked, new ones born so.
+    # A pod waiting for a restart that was granted is marked once it restarted.
+    exhausted = book.total >= limit
+    if exhausted:
+        for pod in ctx.pods:
+            if restarts_in_place(pod) and annotations(pod).get(ANNOTATION_NO_RESTART_ON_FAILURE) != "true" \
+                    and not book.restart_pending(pod):
+                plan.stop_failure_restarts.append(name(pod))
+
+    for rtype in book.deleted_types:  # a pod deleted from outside is recreated: a restart (S2, P8)
+        st.set(RESTARTING, st.reason("Restarting"),
+               f"job {ctx.name} is restarting because {rtype} replica(s) were deleted.", event="Warning")
 
     if options.gang_scheduler:
         if ctx.podgroup is None:
@@ -263,6 +289,8 @@ def _run(ctx: _Ctx) -> None:
                 slot_pods.append(None)
                 if services_ready:
                     pod, events = build_pod(fw, job, rtype, index, rspec, addressing, options)
+                    if exhausted and pod["spec"].get("restartPolicy") in ("OnFailure", "Always"):
+                        pod["metadata"].setdefault("annotations", {})[ANNOTATION_NO_RESTART_ON_FAILURE] = "true"
                     plan.create_pods.append(pod)
                     for e in events:
                         st.event(*e)
@@ -309,6 +337,18 @@ def _run(ctx: _Ctx) -> None:
         _cleanup_finished(ctx, book)
         return
     plan.requeue_at_most(_deadline_left(ctx))
+
+
+def _rtype_of(job_name: str, rtypes: list[str]) -> Callable[[str], str | None]:
+    """Pod name -> its replica type (``<job>-<rt>-<index>``), None if none matches."""
+    prefixes = [(general_name(job_name, t.lower(), 0)[:-1], t) for t in rtypes]
+
+    def rtype_of(pod_name: str) -> str | None:
+        for prefix, t in prefixes:
+            if pod_name.startswith(prefix) and pod_name[len(prefix):].isdigit():
+                return t
+        return None
+    return rtype_of
 
 
 def _needs_recreate(fw: Framework, policy: str, pod: dict) -> bool:

@@ -49,6 +49,8 @@ class Plan:
     delete_job: bool = False  # ttlSecondsAfterFinished expired
     # Pods a finished job keeps, to mark "never restart again" (S5).
     stop_restarting: list[str] = field(default_factory=list)
+    # Live pods to mark "no restart after a failure": backoffLimit leaves no restart (S3).
+    stop_failure_restarts: list[str] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         """No write and no event (a pending ``requeue_after`` alone is not work)."""
@@ -56,7 +58,7 @@ class Plan:
             self.create_services or self.create_pods or self.delete_pods or self.delete_services
             or self.podgroup_create is not None or self.podgroup_update is not None
             or self.podgroup_delete or self.status is not None or self.events or self.delete_job
-            or self.stop_restarting
+            or self.stop_restarting or self.stop_failure_restarts
         )
 
     def requeue_at_most(self, seconds: float | None) -> None:

@@ -6,18 +6,29 @@ every failure that leads to a restart is counted once, in the job's status:
 
 - ``status.restartCount``: the total, compared with ``backoffLimit``;
 - ``status.replicaStatuses[<type>].restarts``: the same, per replica type;
-- ``status.podRestarts``: ``{<pod>: {uid, containers: {<name>: n}, failureCounted}}``,
-  the last ``restartCount`` seen per container of the pod with that uid, so an
-  in-place restart is counted once, and whether the pod's own failure (a Failed
-  pod deleted and recreated) was counted.
+- ``status.podRestarts``: ``{<pod>: {uid, containers: {<name>: n}, failing: [<name>],
+  failureCounted, deletedByJob}}`` for every pod of the job seen alive: the last
+  ``restartCount`` seen per container (an in-place restart is counted once), the
+  containers whose current failure (exited non-zero, about to be restarted in
+  place) is already counted, whether the pod's own failure or deletion was
+  counted, and whether the job controller deleted it on purpose.
 
-A restart after a clean exit (``Always``) is not a failure and is not counted.
+A failure is counted when it is seen — an exited container waiting for its
+in-place restart included — so the failure past ``backoffLimit`` fails the job
+before the node agent restarts it (P7: a restart that was granted runs, no
+other starts). A pod that disappears (or is being deleted) without the job
+controller having deleted it was deleted from outside: one restart (P8). A
+restart after a clean exit (``Always``) is not a failure and is not counted.
 """
 from __future__ import annotations
 
 import copy
+from typing import Callable
 
-from .fields import as_dict, as_int, as_str, container_statuses, name, pod_phase, spec, uid
+from ...api.constants import ANNOTATION_NO_RESTART
+from .fields import (
+    as_dict, as_int, as_list, as_str, container_statuses, is_deleting, meta, name, pod_phase, spec, uid,
+)
 
 
 def is_retryable_exit_code(code: int | None) -> bool:
@@ -54,22 +65,59 @@ def _last_exit_clean(cs: dict) -> bool:
     return bool(term) and as_int(term.get("exitCode")) == 0
 
 
-def _new_failures(seen: dict, pod: dict) -> tuple[int, dict[str, int]]:
-    """(failure restarts since ``seen``, the new per-container ``restartCount``s)."""
+def _last_exit_failed(cs: dict) -> bool:
+    term = as_dict(as_dict(cs.get("lastState")).get("terminated"))
+    return bool(term) and as_int(term.get("exitCode")) != 0
+
+
+def failing_now(cs: dict) -> bool:
+    """The container's current instance exited non-zero and it has not been
+    restarted yet: terminated, or waiting in CrashLoopBackOff after that exit."""
+    state = as_dict(cs.get("state"))
+    term = as_dict(state.get("terminated"))
+    if term:
+        return as_int(term.get("exitCode")) != 0
+    return as_dict(state.get("waiting")).get("reason") == "CrashLoopBackOff" and _last_exit_failed(cs)
+
+
+def restarts_in_place(pod: dict) -> bool:
+    """Whether the node agent restarts ``pod``'s failed containers in place:
+    restartPolicy OnFailure/Always, not finished, not being deleted, not marked
+    never to restart (S5). (A pod marked not to restart failures, S3, may
+    still show one it restarts: the mark can arrive after the failure.)"""
+    if as_str(meta(pod).get("deletionTimestamp")) or pod_phase(pod) in ("Succeeded", "Failed"):
+        return False
+    if as_dict(meta(pod).get("annotations")).get(ANNOTATION_NO_RESTART) == "true":
+        return False
+    return (as_str(spec(pod).get("restartPolicy")) or "Always") in ("OnFailure", "Always")
+
+
+def _new_failures(seen: dict, failing: set[str], pod: dict) -> tuple[int, dict[str, int], set[str]]:
+    """(failures not counted yet, the new per-container ``restartCount``s, the
+    containers whose current failure is now counted)."""
     seen = dict(seen)
+    failing = set(failing)
+    in_place = restarts_in_place(pod)
     counted = 0
     for cs in container_statuses(pod, init=True) + container_statuses(pod):
         cname = as_str(cs.get("name"))
+        if not cname:
+            continue
         n = as_int(cs.get("restartCount"), 0) or 0
         before = as_int(seen.get(cname), 0) or 0
-        if not cname or n <= before:
-            continue
-        delta = n - before
-        if _last_exit_clean(cs):
-            delta -= 1  # the latest restart followed a clean exit (Always)
-        counted += max(0, delta)
-        seen[cname] = n
-    return counted, dict(sorted(seen.items()))
+        if n > before:
+            delta = n - before
+            if cname in failing:
+                delta -= 1  # the first of these restarts followed the failure counted already
+                failing.discard(cname)
+            if delta > 0 and _last_exit_clean(cs):
+                delta -= 1  # the latest restart followed a clean exit (Always)
+            counted += max(0, delta)
+            seen[cname] = n
+        if in_place and failing_now(cs) and cname not in failing:
+            counted += 1
+            failing.add(cname)
+    return counted, dict(sorted((k, v) for k, v in seen.items() if v > 0)), failing
 
 
 class RestartBook:
@@ -86,41 +134,95 @@ class RestartBook:
         self.entries: dict[str, dict] = {
             k: copy.deepcopy(v) for k, v in as_dict(status.get("podRestarts")).items() if isinstance(v, dict)
         }
+        # Replica types that lost a pod to a deletion from outside in this round.
+        self.deleted_types: list[str] = []
 
     def _entry(self, pod: dict) -> dict:
         e = self.entries.get(name(pod))
         if e is None or e.get("uid") != uid(pod):
-            e = {"uid": uid(pod), "containers": {}}
+            e = {"uid": uid(pod)}
         return e
 
+    @staticmethod
+    def _expected_gone(e: dict) -> bool:
+        """The pod's end is accounted for: its failure was counted (it is
+        being recreated), or the job controller deleted it on purpose."""
+        return bool(e.get("failureCounted") or e.get("deletedByJob") or as_list(e.get("failing")))
+
     def _store(self, pod: dict, e: dict) -> None:
-        if as_dict(e.get("containers")) or e.get("failureCounted"):
-            self.entries[name(pod)] = e
-        else:
-            self.entries.pop(name(pod), None)
+        e = {k: v for k, v in e.items() if v not in (None, False, {}, [])}
+        self.entries[name(pod)] = e
 
     def _add(self, rtype: str, n: int) -> None:
         if n > 0:
             self.total += n
             self.per_type[rtype] = self.per_type.get(rtype, 0) + n
 
+    def _deleted_from_outside(self, rtype: str) -> None:
+        self._add(rtype, 1)
+        if rtype not in self.deleted_types:
+            self.deleted_types.append(rtype)
+
     def observe(self, pod: dict, rtype: str) -> int:
-        """Count the in-place restarts of ``pod`` not seen before; returns how many."""
+        """Count what ``pod`` shows that was not counted before: in-place
+        restarts, a failure about to be restarted in place, the end of a
+        previous pod of the same name, a deletion from outside. Returns how many."""
+        total_before = self.total
+        old = self.entries.get(name(pod))
+        if old is not None and old.get("uid") != uid(pod) and not self._expected_gone(old):
+            self._deleted_from_outside(rtype)  # the previous pod vanished unseen
+        if is_deleting(pod):
+            # Counted once, and only for a pod seen alive before: one first seen
+            # deleting went before we knew it (deleted by us, e.g. on suspend).
+            if old is None or old.get("uid") != uid(pod):
+                self.entries.pop(name(pod), None)
+            elif not self._expected_gone(old):
+                self._deleted_from_outside(rtype)
+                self._store(pod, {**old, "failureCounted": True})
+            return self.total - total_before
         e = self._entry(pod)
-        counted, seen = _new_failures(as_dict(e.get("containers")), pod)
-        self._store(pod, {**e, "containers": seen})
+        counted, seen, failing = _new_failures(as_dict(e.get("containers")), set(as_list(e.get("failing"))), pod)
+        self._store(pod, {**e, "containers": seen, "failing": sorted(failing)})
         self._add(rtype, counted)
-        return counted
+        return self.total - total_before
+
+    def restart_pending(self, pod: dict) -> bool:
+        """A failure of ``pod`` was counted and its in-place restart (granted) has not happened yet."""
+        e = self.entries.get(name(pod))
+        return e is not None and e.get("uid") == uid(pod) and bool(as_list(e.get("failing")))
 
     def count_failure(self, pod: dict, rtype: str) -> bool:
-        """Count a Failed pod the operator will delete and recreate, once per pod uid."""
+        """Count a Failed pod the operator will delete and recreate, once per pod
+        uid (not again if its last failure was already counted as it happened)."""
         e = self._entry(pod)
         if e.get("failureCounted"):
             return False
-        e = {**e, "failureCounted": True}
-        self._store(pod, e)
-        self._add(rtype, 1)
-        return True
+        new = not as_list(e.get("failing"))
+        self._store(pod, {**e, "failureCounted": True})
+        if new:
+            self._add(rtype, 1)
+        return new
+
+    def deleted_by_job(self, pod: dict) -> None:
+        """The job controller deletes ``pod`` on purpose (scale-down): its end is no restart."""
+        e = self._entry(pod)
+        if name(pod) in self.entries and not self._expected_gone(e):
+            self._store(pod, {**e, "deletedByJob": True})
+
+    def vanished(self, live_pods: set[str], rtype_of: Callable[[str], str | None]) -> list[str]:
+        """Forget the pods that no longer exist; a pod that vanished without its
+        end being accounted for was deleted from outside: one restart of its
+        replica type (``rtype_of(pod name)``, None when unknown). Returns their names."""
+        gone = []
+        for k in list(self.entries):
+            if k in live_pods:
+                continue
+            e = self.entries.pop(k)
+            rtype = rtype_of(k)
+            if rtype is not None and not self._expected_gone(e):
+                self._deleted_from_outside(rtype)
+                gone.append(k)
+        return gone
 
     def failed_since(self, pod: dict) -> bool:
         """Whether ``pod`` restarted since the book was last written, the latest
@@ -133,10 +235,9 @@ class RestartBook:
                 return True
         return False
 
-    def prune(self, live_pods: set[str]) -> None:
-        for k in list(self.entries):
-            if k not in live_pods:
-                del self.entries[k]
+    def forget_all(self) -> None:
+        """The job deleted all its pods on purpose (suspend): none of them is a restart."""
+        self.entries.clear()
 
     def write(self, status: dict) -> None:
         if self.total:

@@ -148,7 +148,12 @@ class ProportionPlugin(Plugin):
     # ---- hooks ----
     def _overused(self, queue: QueueInfo) -> bool:
         attr = self.attrs.get(queue.name)
-        return attr is not None and R.less_equal(attr.deserved, attr.allocated)
+        # Phalanx: a queue whose jobs request nothing (containers without requests,
+        # e.g. PyTorch workers whose only requests are the init container's) has an
+        # empty deserved share; that is not "overused", or such gangs never place.
+        if attr is None or R.is_empty(attr.deserved):
+            return False
+        return R.less_equal(attr.deserved, attr.allocated)
 
     def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         attr = self.attrs.get(queue.name)
