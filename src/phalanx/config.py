@@ -8,7 +8,7 @@ runs, the API address and token. `$PHALANX_HOME/cluster.yaml` declares nodes:
       - name: node-a        # DNS label
         cpu: 8              # cores advertised to the scheduler
         memory: 16Gi
-        gpus: 0
+        gpus: 0             # nvidia.com/gpu; "auto": the machine's NVIDIA GPUs
         pods: 110
     agent:
       backoffBase: 10       # seconds; kubelet's CrashLoopBackOff base
@@ -16,11 +16,13 @@ runs, the API address and token. `$PHALANX_HOME/cluster.yaml` declares nodes:
     operator:
       defaultBackoffLimit: 0
 
-Without a file: one node named after this host, advertising its memory and
-``cpuOvercommit`` × its CPUs (default 8). On the embedded runtime a CPU limit is
-a time share, not a reservation, so jobs written for a cluster (the seed job
-asks for 4 × cpu 1) still run on a 2-core laptop; set ``cpuOvercommit: 1`` for
-strict accounting.
+Without a file (or without ``nodes``): one node named after this host,
+advertising its memory, ``cpuOvercommit`` × its CPUs (default 8) and its
+NVIDIA GPUs, if any. On the embedded runtime a CPU limit is a time share, not
+a reservation, so jobs written for a cluster (the seed job asks for 4 × cpu 1)
+still run on a 2-core laptop; set ``cpuOvercommit: 1`` for strict accounting.
+Nodes are all this machine: each gets GPU device indices of its own (see
+``phalanx.node.gpus.node_devices``).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import psutil
 import yaml
 
 from .api.quantity import parse_quantity
+from .node.gpus import detect_gpus
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -102,7 +105,7 @@ def default_node_name() -> str:
 def default_config(cpu_overcommit: float = 8.0) -> ClusterConfig:
     cpus = os.cpu_count() or 1
     mem = psutil.virtual_memory().total
-    return ClusterConfig(nodes=[NodeConfig(default_node_name(), cpus * cpu_overcommit, mem)])
+    return ClusterConfig(nodes=[NodeConfig(default_node_name(), cpus * cpu_overcommit, mem, detect_gpus())])
 
 
 def load_config(path: Path | None = None, home: Path | None = None) -> ClusterConfig:
@@ -156,8 +159,10 @@ def parse_config(data: object, source: str = "cluster config") -> ClusterConfig:
                 raise ConfigError(f"{where}: {e}") from None
             gpus = n.get("gpus", 0)
             pods = n.get("pods", 110)
-            if not isinstance(gpus, int) or gpus < 0:
-                raise ConfigError(f"{where}.gpus: must be a non-negative integer")
+            if gpus == "auto":
+                gpus = detect_gpus()
+            if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+                raise ConfigError(f'{where}.gpus: must be a non-negative integer or "auto"')
             if not isinstance(pods, int) or pods < 1:
                 raise ConfigError(f"{where}.pods: must be a positive integer")
             if cpu <= 0 or mem <= 0:

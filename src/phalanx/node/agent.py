@@ -26,7 +26,7 @@ from ..clock import Clock, format_time
 from ..controller.events import EventRecorder
 from ..controller.runtime import Informer
 from . import podstate
-from .gpus import RESOURCE as GPU_RESOURCE, GpuAllocator, gpu_count
+from .gpus import RESOURCE as GPU_RESOURCE, GpuAllocator, gpu_count, node_devices
 from .names import check_dns_label, check_dns_subdomain, check_uid
 from .network import LocalNetwork, pod_owner
 from .podstate import BackoffConfig, DeletePod, KillPod, StartContainer
@@ -145,14 +145,13 @@ class NodeAgent:
     async def _startup_cleanup(self) -> None:
         """Forget network state of objects that vanished while no agent ran."""
         try:
-            node = await self.client.get("Node", self.node_name)
-            self.allocatable = dict((node.get("status") or {}).get("allocatable") or {})
+            nodes = (await self.client.list("Node")).items
         except Exception:
-            self.allocatable = {}
-        try:
-            self.gpus = GpuAllocator(int(str(self.allocatable.get(GPU_RESOURCE, 0))))
-        except ValueError:
-            self.gpus = GpuAllocator(0)
+            nodes = []
+        node = next((n for n in nodes if (n.get("metadata") or {}).get("name") == self.node_name), {})
+        self.allocatable = dict((node.get("status") or {}).get("allocatable") or {})
+        # Every node is this machine: each hands out device indices of its own.
+        self.gpus = GpuAllocator(node_devices(nodes, self.node_name))
         # Each list is followed by its clean-up without an await in between, so
         # nothing created meanwhile can be taken for vanished.
         try:

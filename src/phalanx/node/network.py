@@ -373,7 +373,12 @@ class LocalNetwork:
             ns, name = key.split("/", 1)
             if not (is_dns_label(ns) and is_dns_label(name)):
                 continue
-            lines.append(" ".join([t["published"][key]["address"], *host_names(name, ns)]))
+            address = t["published"][key]["address"]
+            names = host_names(name, ns)
+            lines.append(" ".join([address, *names]))
+            mapped = v4_mapped(address)
+            if mapped:
+                lines.append(" ".join([mapped, *names]))
         content = "".join(line + "\n" for line in lines)
         try:
             if self.hosts_path.read_text() == content:
@@ -394,6 +399,20 @@ class LocalNetwork:
         if lib:
             env.update(LD_PRELOAD=lib, NSS_WRAPPER_HOSTS=str(self.hosts_path), NSS_WRAPPER_HOSTNAME=hostname)
         return env
+
+
+def v4_mapped(address: str) -> str | None:
+    """``::ffff:a.b.c.d`` for an IPv4 address, else None.
+
+    nss_wrapper ignores ``AI_V4MAPPED``: without this line an IPv6 lookup of
+    the name fails (EAI_FAMILY), and torch's TCPStore client looks up IPv6
+    first and retries that until it times out, so MASTER_ADDR never connects.
+    """
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    return f"::ffff:{ip}" if ip.version == 4 else None
 
 
 def service_owner(namespace: str, name: str) -> str:
