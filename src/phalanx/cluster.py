@@ -35,6 +35,11 @@ class EmbeddedCluster:
 
     ``persist=False`` keeps objects in memory only (tests, benchmarks); the
     state directory still holds pod logs and the local network table.
+    ``controllers=False`` / ``scheduler=False`` leave out the job controller /
+    the gang scheduler, so that ``phalanx operator`` / ``phalanx scheduler``
+    can run them as separate processes over HTTPS, as on a cluster; the
+    garbage collector (an API-server-side duty) and the node agents (playing
+    kubelet) always run.
     """
 
     def __init__(
@@ -43,6 +48,9 @@ class EmbeddedCluster:
         config: ClusterConfig | None = None,
         clock: Clock | None = None,
         persist: bool = True,
+        *,
+        controllers: bool = True,
+        scheduler: bool = True,
     ) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
@@ -62,8 +70,8 @@ class EmbeddedCluster:
             default_backoff_limit=self.config.operator.default_backoff_limit,
         )
         self.gc = GarbageCollector(self.client)
-        self.scheduler = Scheduler(self.client, self.clock)
-        self.jobs = JobController(self.client, self.clock, options)
+        self.scheduler: Scheduler | None = Scheduler(self.client, self.clock) if scheduler else None
+        self.jobs: JobController | None = JobController(self.client, self.clock, options) if controllers else None
         agent_cfg = AgentConfig(
             backoff_base=self.config.agent.backoff_base,
             backoff_cap=self.config.agent.backoff_cap,
@@ -79,7 +87,12 @@ class EmbeddedCluster:
             await ensure_node(self.client, n.name, n.capacity())
         for name in ("default",):
             await self._ensure_namespace(name)
-        components = [self.gc, self.scheduler, self.jobs, self.log_janitor, *self.agents]
+        # Pods still running under their shims (the control plane was stopped
+        # with kill_pods=False, or crashed) are adopted before any controller
+        # or the log janitor acts on them.
+        for a in self.agents:
+            await a.prepare()
+        components = [c for c in (self.gc, self.scheduler, self.jobs, self.log_janitor, *self.agents) if c is not None]
         for c in components:
             self._tasks.append(asyncio.create_task(c.run(), name=type(c).__name__))
         # Fail fast if a component died while starting.
@@ -98,10 +111,14 @@ class EmbeddedCluster:
 
     async def stop(self, kill_pods: bool = True) -> None:
         """Stop every component. With ``kill_pods`` the agents terminate the
-        processes they run (SIGTERM, grace, SIGKILL) before returning."""
+        processes they run (SIGTERM, grace, SIGKILL) before returning; without,
+        the pods keep running under their shims and the next start adopts them
+        (as after a crash of the control plane)."""
         for a in self.agents:
             await a.stop(kill_pods=kill_pods)
         for c in (self.jobs, self.scheduler, self.gc, self.log_janitor):
+            if c is None:
+                continue
             r = c.stop()
             if inspect.isawaitable(r):
                 await r

@@ -378,8 +378,9 @@ async def test_status_writes_are_coalesced_and_conflicts_retried(tmp_path):
 
 
 async def test_restarted_agent_adopts_pods_without_rerunning_init(tmp_path):
-    """After a control-plane restart the lost container restarts per policy
-    (restartCount + 1); the completed init container does not run again."""
+    """An agent stopped with kill_pods terminates the container (SIGTERM: 143);
+    the next agent reads that exit from the shim's record and restarts per
+    policy (restartCount + 1); the completed init container does not run again."""
     clock = Clock()
     store = Store(None, clock)
     network = LocalNetwork(tmp_path)
@@ -401,7 +402,8 @@ async def test_restarted_agent_adopts_pods_without_rerunning_init(tmp_path):
             await asyncio.wait_for(task, 5)
     finally:
         store.close()
-    assert main_status(p)["lastState"]["terminated"]["reason"] == "ContainerStatusUnknown"
+    last = main_status(p)["lastState"]["terminated"]
+    assert (last["reason"], last["exitCode"]) == ("Error", 143)
     uid = p["metadata"]["uid"]
     assert sorted(x.name for x in (tmp_path / "pods" / f"default_long_{uid}" / "setup").glob("*.log")) == ["0.log"]
     assert sorted(x.name for x in (tmp_path / "pods" / f"default_long_{uid}" / "main").glob("*.log")) == \

@@ -421,7 +421,7 @@ async def test_c1_clean_pod_policy_all_deletes_the_running_workers_on_success(cl
     # Seed 003, C1: cleanPodPolicy All; the job Succeeds when the master completes and the
     # still-running workers are deleted (Terminating -> Error); nothing of the job is left.
     c = cluster.client
-    created = await c.create(pytorch(1.5, worker=script("sleep 4 & wait"), cleanPodPolicy="All"))
+    created = await c.create(pytorch(3, worker=script("sleep 8 & wait"), cleanPodPolicy="All"))
     await wait_job(c, recorder, "PyTorchJob", "pytest", "Succeeded", 20)
     await wait_nothing_left(c, created)
     assert recorder.states("PyTorchJob", "pytest") == ["", "Created", "Running", "Succeeded"]

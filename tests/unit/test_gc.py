@@ -133,7 +133,7 @@ async def test_dependent_seen_before_its_owner_is_not_collected(env) -> None:
 async def test_unknown_owner_kinds_and_cluster_scoped_owners(env) -> None:
     store, client, gc, start = env
     node = await client.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "las1"}})
-    foreign = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "uid": "x-1"}}
+    foreign = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "d", "uid": "x-1"}}  # not served
     await client.create(owned("Pod", "foreign", foreign))
     await client.create(owned("Pod", "on-node", node))
     await start()

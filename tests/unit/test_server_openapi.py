@@ -26,7 +26,8 @@ from phalanx.server.openapi import (
     openapi_v3_reply,
 )
 
-GVS = ["api/v1", "apis/kubeflow.org/v1", "apis/scheduling.volcano.sh/v1beta1"]
+GVS = ["api/v1", "apis/kubeflow.org/v1", "apis/scheduling.volcano.sh/v1beta1", "apis/apps/v1",
+       "apis/rbac.authorization.k8s.io/v1", "apis/apiextensions.k8s.io/v1"]
 NOW = datetime(2026, 11, 29, 7, 12, 21, tzinfo=timezone.utc)
 
 
@@ -109,7 +110,7 @@ def test_group_version_spellings_and_unknown():
                      "/openapi/v3/apis/kubeflow.org/v1"):
         assert openapi_document(spelling) == doc("apis/kubeflow.org/v1")
     assert openapi_document("v1") == doc("api/v1")
-    for unknown in ("apps/v1", "kubeflow.org/v2", "", "apis", "../etc/passwd"):
+    for unknown in ("batch/v1", "kubeflow.org/v2", "", "apis", "../etc/passwd"):
         assert openapi_document(unknown) is None
         assert document_hash(unknown) is None
 
@@ -164,14 +165,17 @@ def test_component_names_follow_the_apiserver():
     # Custom resources are inlined like a CRD's schema: only apimachinery types are components.
     for gv in GVS[1:]:
         assert all(n.startswith(("io.k8s.apimachinery.pkg.apis.meta.v1.", "org.kubeflow.v1.",
-                                 "sh.volcano.scheduling.v1beta1.")) for n in schemas(gv))
+                                 "sh.volcano.scheduling.v1beta1.", "apps.v1.", "io.k8s.authorization.rbac.v1.",
+                                 "io.k8s.apiextensions.v1.")) for n in schemas(gv))
 
 
 def test_every_kind_and_list_carries_its_gvk():
     for rt in RESOURCES:
         gv = f"api/{rt.version}" if not rt.group else f"apis/{rt.group}/{rt.version}"
         prefix = "io.k8s.api.core.v1" if not rt.group else {
-            "kubeflow.org": "org.kubeflow.v1", "scheduling.volcano.sh": "sh.volcano.scheduling.v1beta1"}[rt.group]
+            "kubeflow.org": "org.kubeflow.v1", "scheduling.volcano.sh": "sh.volcano.scheduling.v1beta1",
+            "apps": "apps.v1", "rbac.authorization.k8s.io": "io.k8s.authorization.rbac.v1",
+            "apiextensions.k8s.io": "io.k8s.apiextensions.v1"}[rt.group]
         s = schemas(gv)
         assert s[f"{prefix}.{rt.kind}"]["x-kubernetes-group-version-kind"] == [
             {"group": rt.group, "kind": rt.kind, "version": rt.version}]
@@ -511,5 +515,5 @@ def test_stale_hash_redirects_and_etag_revalidates():
 
 
 def test_unknown_openapi_paths_are_none():
-    for sub in ("apis", "apis/apps/v1", "api/v2", "apis/kubeflow.org/v1/extra", "..", "apis/kubeflow.org"):
+    for sub in ("apis", "apis/batch/v1", "api/v2", "apis/kubeflow.org/v1/extra", "..", "apis/kubeflow.org"):
         assert openapi_v3_reply(sub, None, NOW) is None

@@ -169,8 +169,8 @@ def test_name_and_namespace_rules(store: Store) -> None:
 
 
 def test_bad_input_is_refused_naming_the_problem(store: Store) -> None:
-    with pytest.raises(BadRequest, match="unknown kind \"Deployment\""):
-        store.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}})
+    with pytest.raises(BadRequest, match="unknown kind \"StatefulSet\""):
+        store.create({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "d"}})
     with pytest.raises(BadRequest, match="Kind' is missing"):
         store.create({"metadata": {"name": "d"}})
     with pytest.raises(BadRequest, match="apiVersion \"v2\""):

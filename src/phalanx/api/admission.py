@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
-from . import core, kubeflow, volcano
+from . import core, kubeflow, opaque, volcano
 from .constants import DEFAULT_NAMESPACE
 from .errors import ApiError, BadRequest, FieldError, Forbidden, Invalid
 from .manifest import MAX_DEPTH, ShapeError, normalize_json
@@ -31,7 +31,7 @@ from .meta import (
     name_is_dns1123_subdomain,
     validate_object_meta,
 )
-from .registry import ResourceType, by_kind
+from .registry import OPAQUE_KINDS, ResourceType, by_kind
 
 Obj = dict[str, Any]
 MAX_ERRORS = 100  # an error list longer than this is cut (hostile input)
@@ -104,6 +104,9 @@ _KINDS: dict[str, _Kind] = {
                    default=lambda obj, old: volcano.default_queue(obj),
                    validate=lambda obj, old: volcano.validate_queue(obj)),
 }
+# Stored as given (phalanx.api.opaque): only apiVersion/kind and metadata are checked.
+_KINDS.update({k: _Kind(opaque.OpaqueObject, name_is_dns1123_subdomain, default=opaque.default_opaque)
+               for k in OPAQUE_KINDS})
 
 
 def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_NAMESPACE,

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from .core import PodTemplateSpec, default_container_ports
+from .core import PodTemplateSpec, default_container_ports, validate_container_strings
 from .errors import FieldError
 from .meta import (
     FreeDict,
@@ -23,6 +23,7 @@ from .meta import (
     ResourceList,
     Time,
     is_dns1035_label,
+    is_dns1123_label,
     name_is_dns1035_label,
 )
 
@@ -282,7 +283,25 @@ def validate_job_schema(job: dict[str, Any], old: dict[str, Any] | None, fw: Fra
         replicas = specs[rtype].get("replicas")
         if replicas is not None and replicas < 0:
             errs.append(FieldError(f"{path}.replicas", "Invalid", "must be greater than or equal to 0", replicas))
+        errs += _template_process_rules(specs[rtype], f"{path}.template.spec")
     return errs
+
+
+def _template_process_rules(replica: dict[str, Any], path: str) -> list[FieldError]:
+    """Phalanx: what would make every pod of the replica invalid, refused with
+    the job rather than as a pod creation failing forever: container names
+    (they name log directories) must be DNS labels, and argv, env and the
+    working directory must hold no NUL character (exec cannot take one)."""
+    spec = (replica.get("template") or {}).get("spec")
+    if not isinstance(spec, dict):
+        return []
+    errs: list[FieldError] = []
+    for key in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(key) or []):
+            name = c.get("name")
+            if isinstance(name, str) and name:
+                errs += [FieldError(f"{path}.{key}[{i}].name", "Invalid", m, name) for m in is_dns1123_label(name)]
+    return errs + validate_container_strings(spec, path)
 
 
 def validate_job_webhook(job: dict[str, Any], old: dict[str, Any] | None, fw: Framework,

@@ -67,6 +67,28 @@ def load_manifests(text: str | bytes, source: str = "<stdin>") -> list[dict[str,
     Each object is a mapping with string ``apiVersion`` and ``kind``;
     anything else raises ManifestError naming the document and its line.
     """
+    out: list[dict[str, Any]] = []
+    for index, line, data in _documents(text, source):
+        where = f"error parsing {source}: document {index} (line {line})"
+        out.extend(_objects(data, where, source, line, index))
+    return out
+
+
+def load_document(text: str | bytes, source: str = "the request body") -> Any:
+    """The one YAML (or JSON) document in ``text`` (None when empty), read with
+    the same guards as ``load_manifests`` (alias bombs, recursion, depth, size,
+    duplicate keys, timestamps kept as strings): for request bodies."""
+    found: list[Any] = []
+    for index, line, data in _documents(text, source):
+        if found:
+            raise ManifestError(f"error parsing {source}: document {index} (line {line}): expected a single "
+                                f"document", source=source, line=line, document=index)
+        found.append(data)
+    return found[0] if found else None
+
+
+def _documents(text: str | bytes, source: str) -> Any:
+    """(index, line, JSON-shaped data) of every non-empty document, guarded."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -75,7 +97,6 @@ def load_manifests(text: str | bytes, source: str = "<stdin>") -> list[dict[str,
     if len(text) > MAX_TEXT_BYTES:
         raise ManifestError(f"error parsing {source}: input is larger than {MAX_TEXT_BYTES // 2**20} MiB",
                             source=source)
-    out: list[dict[str, Any]] = []
     loader = _Loader(text)
     index = 0
     try:
@@ -114,7 +135,7 @@ def load_manifests(text: str | bytes, source: str = "<stdin>") -> list[dict[str,
                 data = normalize_json(data, strip_nulls=False)
             except ShapeError as e:
                 raise ManifestError(f"{where}: {e}", source=source, line=line, document=index) from None
-            out.extend(_objects(data, where, source, line, index))
+            yield index, line, data
     except RecursionError:
         raise ManifestError(f"error parsing {source}: document {index + 1}: nesting too deep",
                             source=source, document=index + 1) from None
@@ -128,7 +149,6 @@ def load_manifests(text: str | bytes, source: str = "<stdin>") -> list[dict[str,
         raise ManifestError(f"error parsing {source}: {e}", source=source) from None
     finally:
         loader.dispose()
-    return out
 
 
 def _objects(data: Any, where: str, source: str, line: int, index: int) -> list[dict[str, Any]]:

@@ -41,7 +41,20 @@ RESOURCES: tuple[ResourceType, ...] = (
                  short_names=("pg", "podgroup-v1beta1"), has_status=False),
     ResourceType("Queue", "scheduling.volcano.sh/v1beta1", "queues", "queue", namespaced=False,
                  short_names=("q", "queue-v1beta1")),
+    # Stored opaque (admission checks only apiVersion/kind and metadata; the rest is kept as
+    # given, nothing acts on it): what `phalanx install | kubectl apply -f -` sends.
+    ResourceType("ServiceAccount", "v1", "serviceaccounts", "serviceaccount", short_names=("sa",),
+                 has_status=False),
+    ResourceType("Deployment", "apps/v1", "deployments", "deployment", short_names=("deploy",),
+                 categories=("all",)),
+    ResourceType("ClusterRole", "rbac.authorization.k8s.io/v1", "clusterroles", "clusterrole", namespaced=False,
+                 has_status=False),
+    ResourceType("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", "clusterrolebindings",
+                 "clusterrolebinding", namespaced=False, has_status=False),
+    ResourceType("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions",
+                 "customresourcedefinition", namespaced=False, short_names=("crd", "crds")),
 )
+OPAQUE_KINDS = ("ServiceAccount", "Deployment", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition")
 
 _BY_KIND = {r.kind: r for r in RESOURCES}
 JOB_KINDS = ("PyTorchJob", "TFJob")

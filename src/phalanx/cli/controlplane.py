@@ -39,6 +39,7 @@ KUBECONFIG_FILE = "kubeconfig"
 TLS_DIR = "tls"
 ACCESS_LOG_FILE = "api-access.log"
 ACCESS_LOG_BYTES = 5 * 1024 * 1024  # rotated once, so at most twice this on disk
+HANGUP_GRACE = 3.0  # seconds after SIGTERM/SIGHUP for the orderly clean-up to begin
 
 
 @dataclass
@@ -118,14 +119,18 @@ def remove_endpoint(home: Path, pid: int) -> None:
 class ServedCluster:
     """An EmbeddedCluster plus its HTTP API, recorded in api.json while alive."""
 
-    def __init__(self, home: Path, config: ClusterConfig | None = None, port: int = 0) -> None:
+    def __init__(self, home: Path, config: ClusterConfig | None = None, port: int = 0, *,
+                 controllers: bool = True, scheduler: bool = True) -> None:
         self.home = home
-        self.cluster = EmbeddedCluster(home, config)
+        self.cluster = EmbeddedCluster(home, config, controllers=controllers, scheduler=scheduler)
         self.port = port
         self.token = secrets.token_urlsafe(32)
         self._runner = None
         self._access_log: logging.Logger | None = None
         self.endpoint: Endpoint | None = None
+        self._signals: list[int] = []
+        self._hung_up = False
+        self._stopping = False
 
     async def start(self) -> Endpoint:
         """Start the cluster, serve HTTPS on 127.0.0.1, write api.json and the kubeconfig."""
@@ -134,6 +139,7 @@ class ServedCluster:
 
         tls = ensure_tls(self.home / TLS_DIR)
         await self.cluster.start()
+        self._stop_pods_on_hangup()
         self._access_log = _access_logger(self.home)
         app = make_app(self.cluster.client, self.token, log_provider=self.cluster.log_provider,
                        clock=self.cluster.clock, access_log=self._access_log)
@@ -143,7 +149,54 @@ class ServedCluster:
         write_kubeconfig(kubeconfig_path(self.home), url, tls.ca_cert, self.token)
         return self.endpoint
 
+    def _stop_pods_on_hangup(self) -> None:
+        """Pods run under shims that outlive this process, so a SIGKILL (or a
+        crash) leaves them running for the next control plane to adopt. A
+        closed terminal (SIGHUP) or a ``kill`` (SIGTERM) is an ordinary exit:
+        treated as Ctrl-C, so the owner's clean-up (``stop(kill_pods=True)``)
+        runs. ``serve_forever`` installs its own SIGTERM handler over this one."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            try:
+                if signal.getsignal(sig) is signal.SIG_DFL:
+                    loop.add_signal_handler(sig, self._hangup)
+                    self._signals.append(sig)
+            except (ValueError, RuntimeError):  # not the main thread: the embedder's business
+                pass
+
+    def _hangup(self) -> None:
+        if self._hung_up:
+            return
+        self._hung_up = True
+        signal.raise_signal(signal.SIGINT)  # as Ctrl-C: the main task is cancelled; its clean-up calls stop()
+        asyncio.get_running_loop().call_later(HANGUP_GRACE, self._ensure_stopped)
+
+    def _ensure_stopped(self) -> None:
+        """The clean-up has not begun: a cancellation can be lost (asyncio.wait_for
+        before Python 3.12 may swallow one). Stop here, pods included, and exit."""
+        if self._stopping:
+            return
+
+        async def stop_and_exit() -> None:
+            try:
+                await self.stop(kill_pods=True)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(130)
+
+        asyncio.ensure_future(stop_and_exit())
+
     async def stop(self, kill_pods: bool = True) -> None:
+        """Stop serving (once); ``kill_pods=False`` leaves the pods to their
+        shims (the next control plane adopts them)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        loop = asyncio.get_running_loop()
+        for sig in self._signals:
+            loop.remove_signal_handler(sig)
+        self._signals.clear()
         remove_endpoint(self.home, os.getpid())
         if self._runner is not None:
             await self._runner.cleanup()
@@ -152,13 +205,17 @@ class ServedCluster:
         await self.cluster.stop(kill_pods=kill_pods)
 
 
-def start_daemon(home: Path, port: int = 0, timeout: float = 20.0) -> Endpoint:
-    """Start ``phalanx serve`` in the background and wait until it answers."""
+def start_daemon(home: Path, port: int = 0, timeout: float = 20.0, *,
+                 controllers: bool = True, scheduler: bool = True) -> Endpoint:
+    """Start ``phalanx serve`` in the background and wait until it answers.
+    ``controllers``/``scheduler`` False leave the job controller / the gang
+    scheduler out (``phalanx operator`` / ``phalanx scheduler`` run them)."""
     home.mkdir(parents=True, exist_ok=True)
     log = open(home / "controlplane.log", "ab")
     env = dict(os.environ, PHALANX_HOME=str(home))
+    flags = [*([] if controllers else ["--no-controllers"]), *([] if scheduler else ["--no-scheduler"])]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "phalanx.cli.main", "serve", "--port", str(port)],
+        [sys.executable, "-m", "phalanx.cli.main", "serve", "--port", str(port), *flags],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
     )
     deadline = time.monotonic() + timeout
@@ -192,9 +249,9 @@ def stop_daemon(home: Path, timeout: float = 60.0) -> bool:
     return True
 
 
-async def serve_forever(home: Path, port: int = 0) -> None:
+async def serve_forever(home: Path, port: int = 0, *, controllers: bool = True, scheduler: bool = True) -> None:
     """Foreground control plane until SIGTERM/SIGINT (what ``up`` runs)."""
-    served = ServedCluster(home, load_config(home=home), port=port)
+    served = ServedCluster(home, load_config(home=home), port=port, controllers=controllers, scheduler=scheduler)
     await served.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -34,6 +34,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 EXIT_INVALID = 2
+# Client rate limits of the cluster-mode processes (Volcano's scheduler defaults to 2000/2000,
+# client-go to 5/10; these suit a shared API server and keep gangs of hundreds of pods quick).
+DEFAULT_OPERATOR_QPS, DEFAULT_OPERATOR_BURST = 50.0, 100
+DEFAULT_SCHEDULER_QPS, DEFAULT_SCHEDULER_BURST = 200.0, 400
 
 
 # ---------------------------------------------------------------- helpers
@@ -146,7 +150,13 @@ def _dump(obj: Any, fmt: str) -> str:
 # ---------------------------------------------------------------- control plane
 
 @app.command()
-def up(port: int = typer.Option(0, help="TCP port on 127.0.0.1 (0: any free port)")) -> None:
+def up(
+    port: int = typer.Option(0, help="TCP port on 127.0.0.1 (0: any free port)"),
+    controllers: bool = typer.Option(True, "--controllers/--no-controllers",
+                                     help="run the job controller (--no-controllers: `phalanx operator` runs it)"),
+    scheduler: bool = typer.Option(True, "--scheduler/--no-scheduler",
+                                   help="run the gang scheduler (--no-scheduler: `phalanx scheduler` runs it)"),
+) -> None:
     """Start a background control plane (state in $PHALANX_HOME); print the line that points kubectl at it."""
     home = phalanx_home_dir()
     ep = read_endpoint(home)
@@ -154,7 +164,7 @@ def up(port: int = typer.Option(0, help="TCP port on 127.0.0.1 (0: any free port
         err.print(f"control plane already running (pid {ep.pid}) at {ep.url}", markup=False)
     else:
         try:
-            ep = start_daemon(home, port)
+            ep = start_daemon(home, port, controllers=controllers, scheduler=scheduler)
         except RuntimeError as e:
             _fail(f"error: {e}")
         err.print(f"control plane running (pid {ep.pid}) at {ep.url}; state in {home}", markup=False)
@@ -171,9 +181,169 @@ def down() -> None:
 
 
 @app.command(hidden=True)
-def serve(port: int = typer.Option(0)) -> None:
+def serve(
+    port: int = typer.Option(0),
+    controllers: bool = typer.Option(True, "--controllers/--no-controllers"),
+    scheduler: bool = typer.Option(True, "--scheduler/--no-scheduler"),
+) -> None:
     """Run the control plane in the foreground (used by `up`)."""
-    asyncio.run(serve_forever(phalanx_home_dir(), port))
+    asyncio.run(serve_forever(phalanx_home_dir(), port, controllers=controllers, scheduler=scheduler))
+
+
+# ---------------------------------------------------------------- cluster mode
+
+_CONN_HELP = ("kubeconfig file (default: in-cluster service account, $KUBECONFIG, ~/.kube/config, "
+              "$PHALANX_HOME/kubeconfig)")
+
+
+def _connection(kubeconfig: Optional[str], context: Optional[str], server: Optional[str], token: Optional[str],
+                certificate_authority: Optional[str], in_cluster: Optional[bool], qps: float, burst: int):
+    from .clustermode import Connection
+
+    if qps > 0 and burst < 1:
+        _fail("error: --kube-api-burst: must be at least 1 when --kube-api-qps is set", EXIT_INVALID)
+    return Connection(kubeconfig, context, server, token, certificate_authority, in_cluster, qps, burst)
+
+
+def _run_cluster_mode(coro) -> None:
+    from ..client.kubeconfig import ConfigError
+
+    try:
+        code = asyncio.run(coro)
+    except ConfigError as e:
+        _fail(f"error: {e}")
+    except KeyboardInterrupt:
+        code = 130
+    raise typer.Exit(code)
+
+
+@app.command()
+def operator(
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=_CONN_HELP),
+    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: its current one)"),
+    server: Optional[str] = typer.Option(None, "--server", help="API server URL (with --token)"),
+    token: Optional[str] = typer.Option(None, "--token", help="bearer token for --server"),
+    certificate_authority: Optional[str] = typer.Option(None, "--certificate-authority",
+                                                        help="CA file for --server"),
+    in_cluster: Optional[bool] = typer.Option(None, "--in-cluster/--no-in-cluster",
+                                              help="force (or refuse) the pod's service account"),
+    gang_scheduler_name: str = typer.Option(
+        "volcano", "--gang-scheduler-name",
+        help="schedulerName of the pods, with a Volcano PodGroup per job; '' or None: no gang scheduling"),
+    namespace: Optional[str] = typer.Option(None, "--namespace", envvar="KUBEFLOW_NAMESPACE",
+                                            help="watch this namespace only (default: all)"),
+    enable_scheme: Optional[list[str]] = typer.Option(None, "--enable-scheme",
+                                                      help="job kinds to run (default: all): pytorchjob, tfjob"),
+    controller_threads: int = typer.Option(1, "--controller-threads", min=1, help="concurrent reconciles"),
+    kube_api_qps: float = typer.Option(DEFAULT_OPERATOR_QPS, "--kube-api-qps",
+                                       help="requests per second (0: no limit)"),
+    kube_api_burst: int = typer.Option(DEFAULT_OPERATOR_BURST, "--kube-api-burst", help="request burst"),
+    local_runtime: str = typer.Option(
+        "auto", "--local-runtime",
+        help="auto|true|false: build pods for Phalanx node agents (host ports, local names) instead of kubelets; "
+             "auto: true when every Node's containerRuntimeVersion starts with phalanx://"),
+    init_container_image: str = typer.Option("alpine:3.10", "--pytorch-init-container-image"),
+    init_container_max_tries: int = typer.Option(100, "--pytorch-init-container-max-tries", min=1),
+    default_backoff_limit: int = typer.Option(0, "--default-backoff-limit", min=0,
+                                              help="restarts allowed when a job sets no backoffLimit"),
+    verbose: int = typer.Option(0, "-v", "--verbose", count=True),
+) -> None:
+    """Run the job controller against a Kubernetes API server (a cluster, or `phalanx up --no-controllers`)."""
+    from .clustermode import OperatorSettings, configure_logging, env_cluster_domain, parse_gang_scheduler, \
+        parse_kinds, run_operator
+
+    if local_runtime not in ("auto", "true", "false"):
+        _fail(f'error: --local-runtime: unsupported value "{local_runtime}": supported values: "auto", "true", '
+              '"false"', EXIT_INVALID)
+    try:
+        kinds = parse_kinds(enable_scheme)
+    except ValueError as e:
+        _fail(f"error: {e}", EXIT_INVALID)
+    configure_logging(verbose)
+    conn = _connection(kubeconfig, context, server, token, certificate_authority, in_cluster, kube_api_qps,
+                       kube_api_burst)
+    settings = OperatorSettings(parse_gang_scheduler(gang_scheduler_name), namespace or None, tuple(kinds),
+                                controller_threads, local_runtime, env_cluster_domain(), init_container_image,
+                                init_container_max_tries, default_backoff_limit)
+    _run_cluster_mode(run_operator(conn, settings, lambda m: err.print(m, markup=False)))
+
+
+@app.command("scheduler")
+def scheduler_cmd(
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=_CONN_HELP),
+    context: Optional[str] = typer.Option(None, "--context"),
+    server: Optional[str] = typer.Option(None, "--server"),
+    token: Optional[str] = typer.Option(None, "--token"),
+    certificate_authority: Optional[str] = typer.Option(None, "--certificate-authority"),
+    in_cluster: Optional[bool] = typer.Option(None, "--in-cluster/--no-in-cluster"),
+    scheduler_name: str = typer.Option("volcano", "--scheduler-name",
+                                       help="schedule the pods whose spec.schedulerName is this"),
+    default_queue: str = typer.Option("default", "--default-queue"),
+    schedule_period: float = typer.Option(1.0, "--schedule-period", min=0.05, help="seconds between sessions"),
+    kube_api_qps: float = typer.Option(DEFAULT_SCHEDULER_QPS, "--kube-api-qps"),
+    kube_api_burst: int = typer.Option(DEFAULT_SCHEDULER_BURST, "--kube-api-burst"),
+    verbose: int = typer.Option(0, "-v", "--verbose", count=True),
+) -> None:
+    """Run the gang scheduler (Volcano-shaped) as a secondary scheduler: PodGroups, Queues, pods/binding."""
+    from .clustermode import SchedulerSettings, configure_logging, run_scheduler
+
+    if not scheduler_name.strip():
+        _fail("error: --scheduler-name: must not be empty", EXIT_INVALID)
+    configure_logging(verbose)
+    conn = _connection(kubeconfig, context, server, token, certificate_authority, in_cluster, kube_api_qps,
+                       kube_api_burst)
+    settings = SchedulerSettings(scheduler_name.strip(), default_queue, schedule_period)
+    _run_cluster_mode(run_scheduler(conn, settings, lambda m: err.print(m, markup=False)))
+
+
+@app.command()
+def install(
+    namespace: str = typer.Option("phalanx-system", "--namespace", "-n",
+                                  help="namespace of the operator and scheduler Deployments"),
+    image: Optional[str] = typer.Option(None, "--image", help="container image with Phalanx installed"),
+    image_pull_policy: str = typer.Option("IfNotPresent", "--image-pull-policy"),
+    scheduler: bool = typer.Option(
+        True, "--scheduler/--no-scheduler",
+        help="add `phalanx scheduler` and the Volcano CRDs (--no-scheduler: Volcano is installed and schedules)"),
+    scheduler_name: str = typer.Option("volcano", "--scheduler-name",
+                                       help="the gang scheduler's name (the pods' schedulerName)"),
+    volcano_crds: Optional[bool] = typer.Option(
+        None, "--volcano-crds/--no-volcano-crds",
+        help="include the PodGroup and Queue CRDs (default: with the scheduler)"),
+    apply_: bool = typer.Option(False, "--apply", help="create or update the objects instead of printing them"),
+    kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=_CONN_HELP + "; with --apply"),
+    context: Optional[str] = typer.Option(None, "--context"),
+) -> None:
+    """Print everything a cluster needs (`phalanx install | kubectl apply -f -`): CRDs, RBAC, Deployments."""
+    from ..deploy.manifests import DEFAULT_IMAGE, InstallOptions, install_objects, to_yaml
+
+    opts = InstallOptions(namespace=namespace, image=image or DEFAULT_IMAGE, image_pull_policy=image_pull_policy,
+                          scheduler=scheduler, scheduler_name=scheduler_name.strip(), volcano_crds=volcano_crds)
+    try:
+        objs = install_objects(opts)
+    except ValueError as e:
+        _fail(f"error: {e}", EXIT_INVALID)
+    if not apply_:
+        out.print(to_yaml(objs), markup=False, end="")
+        return
+    from .clustermode import Connection
+    from ..deploy.apply import apply_objects
+
+    conn = Connection(kubeconfig=kubeconfig, context=context)
+
+    async def go() -> int:
+        client = conn.client("phalanx-install")
+        try:
+            for ref, verb in await apply_objects(client, objs):
+                out.print(f"{ref} {verb}", markup=False)
+        except ApiError as e:
+            err.print(_api_error_text(e), markup=False)
+            return 1
+        finally:
+            await client.close()
+        return 0
+
+    _run_cluster_mode(go())
 
 
 # ---------------------------------------------------------------- objects

@@ -174,12 +174,20 @@ async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console,
             if remaining is not None and remaining <= 0:
                 out.print(f"timed out after {timeout:.0f}s", markup=False)
                 return 1
+            # asyncio.wait, not wait_for: on 3.11 wait_for can swallow a cancellation
+            # (Ctrl-C / SIGTERM) that lands while the get completes.
+            getter = asyncio.ensure_future(queue.get())
             try:
-                k, ev = await asyncio.wait_for(queue.get(), timeout=0.5 if remaining is None else min(0.5, remaining))
-            except asyncio.TimeoutError:
+                done, _ = await asyncio.wait({getter}, timeout=0.5 if remaining is None else min(0.5, remaining))
+            except asyncio.CancelledError:
+                getter.cancel()
+                raise
+            if not done:
+                getter.cancel()
                 if finished and not any(live_pods.values()):
                     break
                 continue
+            k, ev = getter.result()
             o = ev.object
             if k == kind:
                 if o["metadata"].get("name") != name or o["metadata"].get("uid") != uid:

@@ -106,15 +106,13 @@ class NodeAgent:
         self._finished: dict[str, None] = {}
         self._stop = asyncio.Event()
         self._stopping = False
+        self._prepared = False
 
     # ------------------------------------------------------------------ lifecycle
 
     async def run(self) -> None:
         """Run until ``stop()``."""
-        killed = self.runtime.reap_orphans()
-        if killed:
-            log.info("node %s: killed %d process groups left by a previous agent", self.node_name, killed)
-        await self._startup_cleanup()
+        await self.prepare()
         if self._stopping:
             return
         self.services.add_handler(self._on_service)
@@ -125,7 +123,8 @@ class NodeAgent:
 
     async def stop(self, kill_pods: bool = True) -> None:
         """Stop watching; with ``kill_pods`` terminate every process first
-        (SIGTERM, ``shutdown_grace``, SIGKILL)."""
+        (SIGTERM, ``shutdown_grace``, SIGKILL). Without, the containers keep
+        running under their shims and the next agent of this node adopts them."""
         self._stopping = True
         self.pods.stop()
         self.services.stop()
@@ -139,11 +138,19 @@ class NodeAgent:
         await asyncio.gather(*(w.task for w in workers if w.task is not None), return_exceptions=True)
         if kill_pods:  # anything a worker started while being stopped
             await self.runtime.shutdown(0)
+        else:
+            self.runtime.detach()
         self._workers.clear()
         self._stop.set()
 
-    async def _startup_cleanup(self) -> None:
-        """Forget network state of objects that vanished while no agent ran."""
+    async def prepare(self) -> None:
+        """Before any pod is synced: adopt what the shims of a previous agent of
+        this node run or recorded, kill what belongs to pods that are gone, and
+        forget network state of objects that vanished while no agent ran.
+        Idempotent; ``run`` calls it, the cluster calls it first so that no
+        other component acts on this node's pods before they are adopted."""
+        if self._prepared:
+            return
         try:
             nodes = (await self.client.list("Node")).items
         except Exception:
@@ -151,21 +158,44 @@ class NodeAgent:
         node = next((n for n in nodes if (n.get("metadata") or {}).get("name") == self.node_name), {})
         self.allocatable = dict((node.get("status") or {}).get("allocatable") or {})
         # Every node is this machine: each hands out device indices of its own.
-        self.gpus = GpuAllocator(node_devices(nodes, self.node_name))
+        self.gpus = _Gpus(node_devices(nodes, self.node_name))
         # Each list is followed by its clean-up without an await in between, so
         # nothing created meanwhile can be taken for vanished.
-        try:
-            services = (await self.client.list("Service")).items
-            self.network.sync_services(services)
-            pods = (await self.client.list("Pod")).items
-        except Exception as e:
-            log.warning("node %s: startup clean-up skipped: %s", self.node_name, e)
-            return
+        delay = 0.1
+        while True:
+            try:
+                services = (await self.client.list("Service")).items
+                self.network.sync_services(services)
+                pods = (await self.client.list("Pod")).items
+                break
+            except Exception as e:  # without the pod list nothing can be adopted safely: retry
+                if self._stopping:
+                    return
+                log.warning("node %s: listing pods for adoption failed (%s); retrying", self.node_name, e)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 2.0)
         mine = [p for p in pods if (p.get("spec") or {}).get("nodeName") == self.node_name]
         keep = {self.owner_of(p) for p in mine}
         self.network.retain(f"Pod/{self.node_name}/", keep)
-        for p in mine:  # nothing runs yet: no pod of ours holds a name
-            self.network.unpublish_holder(self.owner_of(p))
+        adoption = await self.runtime.adopt(mine)
+        if adoption.running or adoption.exited or adoption.orphans_killed:
+            log.info("node %s: adopted %d running containers, %d exits recorded while no agent ran; "
+                     "killed %d of pods that are gone", self.node_name, sum(map(len, adoption.running.values())),
+                     sum(map(len, adoption.exited.values())), adoption.orphans_killed)
+        for p in mine:
+            uid = (p.get("metadata") or {}).get("uid", "")
+            for name, inst in self.runtime.instances(uid).items():
+                if inst.gpus:  # a container keeps its devices across restarts, and across agents
+                    self.gpus.claim((uid, name), inst.gpus)
+            if not self.runtime.any_running(uid):  # it holds no name until it runs (and is ready) again
+                self.network.unpublish_holder(self.owner_of(p))
+        self._prepared = True
+
+    def held_names(self, owner: str) -> set[tuple[str, str]]:
+        """(namespace, service) of the hosts entries ``owner`` holds."""
+        table = self.network.snapshot().get("published") or {}
+        return {tuple(k.split("/", 1)) for k, e in table.items()  # type: ignore[misc]
+                if "/" in k and owner in ((e or {}).get("holders") or [])}
 
     def owner_of(self, pod: Obj) -> str:
         m = pod.get("metadata") or {}
@@ -326,8 +356,13 @@ class _PodWorker:
             return await self._reject(pod, "InvalidPodSpec", problem)
         if not self._seeded:
             self._seeded = True
-            if not agent.runtime.observe(self.uid) and (pod.get("status") or {}).get("containerStatuses"):
+            # Containers the runtime knows nothing of (no shim record on disk)
+            # but a previous agent reported: see podstate.observations_from_status.
+            if (pod.get("status") or {}).get("containerStatuses"):
                 agent.runtime.seed(pod, podstate.observations_from_status(pod, agent.clock.now()))
+            self._announced.update(agent.runtime.instances(self.uid))
+            if agent.runtime.any_running(self.uid):  # adopted: it holds the names it held
+                self._published = agent.held_names(self.owner)
         if self.pod_ip is None:
             self.pod_ip = await self._choose_ip(pod)
         now = agent.clock.now()
@@ -529,6 +564,13 @@ class _PodWorker:
             self._backoff_reported.add(key)
             await self.agent.record(self.pod, "Warning", "BackOff",
                                     f"Back-off restarting failed container {name} in pod {podstate.pod_ref(self.pod)}")
+
+
+class _Gpus(GpuAllocator):
+    """The node's allocator, plus taking back the devices adopted containers use."""
+
+    def claim(self, key: tuple[str, str], devices: list[int]) -> None:
+        self._owned[key] = [d for d in devices if d in self.devices]
 
 
 # --------------------------------------------------------------------------- node registration

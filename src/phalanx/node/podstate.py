@@ -560,8 +560,9 @@ _LOST_MESSAGE = "The container could not be located when the agent restarted. Th
 
 
 def observations_from_status(pod: Obj, now: datetime) -> dict[str, ContainerObservation]:
-    """What a previous agent reported, as observations, for a pod whose processes
-    this agent never saw (after a restart of the control plane).
+    """What a previous agent reported, as observations, for containers of which
+    this agent finds no trace: no shim record on disk (the runtime adopts the
+    others with their real state, see runtime.ProcessRuntime.adopt).
 
     Finished containers stay finished (a completed init container is not run
     again); a container reported running is lost: it counts as terminated with

@@ -1,4 +1,4 @@
-"""The process runtime: a pod's containers as host processes.
+"""The process runtime: a pod's containers as host processes, each under a shim.
 
 A container instance is ``command + args`` exec'd as argv (never through a
 shell string we build) in its own session/process group, with the pod's
@@ -7,31 +7,42 @@ minimal environment plus the container's ``env``, and its limits (cgroup or
 RSS watchdog). When the first process of the group exits, the rest of the
 group is killed, as a container's processes die with its init process.
 Exit codes follow container runtimes: killed by signal N -> 128+N.
+
+Each instance runs under a shim (``shim.py``), a small supervisor process in
+a session of its own that outlives the control plane and records the exit
+in a status file (``instancefiles``). A restarted agent calls ``adopt``:
+containers still running are taken over (kill works, the log goes on), exits
+that happened meanwhile are reported as what they were, and the processes of
+pods that no longer exist are killed.
 """
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import errno
-import json
 import logging
+import marshal
 import os
 import secrets
 import signal
 import subprocess
+import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import psutil
 
 from ..clock import Clock
+from . import instancefiles as files
 from . import limits as limits_mod
 from .env import ContainerConfigError, NoCommandError, PodContext, container_argv, container_env
 from .limits import Cgroup, CgroupDriver, Limits, container_limits
 from .logs import container_log_path, mark_pod_finished, pod_dir, record_pod
-from .podstate import CONTAINER_CANNOT_RUN, OOM_KILLED, ContainerObservation, Termination
+from .podstate import CONTAINER_CANNOT_RUN, CONTAINER_STATUS_UNKNOWN, OOM_KILLED, ContainerObservation, Termination
+from .shim import start_ticks
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +51,11 @@ Obj = dict[str, Any]
 CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 CANNOT_RUN_EXIT_CODE = 128
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_PR_SET_PDEATHSIG = 1
-
-try:
-    _libc: Any = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover - non-glibc platforms
-    _libc = None
+SHIM = Path(__file__).with_name("shim.py")
+SHIM_REPORT_TIMEOUT = 30.0
+ADOPT_POLL_INTERVAL = 0.1
+SHIM_LOST_MESSAGE = "The container's shim ended without recording how the container exited"
+_GPU_ENV = "CUDA_VISIBLE_DEVICES"
 
 
 def exit_code_of(returncode: int) -> int:
@@ -76,10 +86,14 @@ class Instance:
     started_at: datetime | None = None
     termination: Termination | None = None
     pid: int | None = None
+    start_ticks: int = 0  # the container's start in clock ticks: pid + ticks name it for good
     memory_limit: int | None = None
     cgroup: Cgroup | None = None
     watchdog: bool = False
     oom: bool = False
+    adopted: bool = False  # run by a shim this runtime did not start: watched by polling
+    gpus: list[int] | None = None
+    shim: subprocess.Popen[bytes] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     waiter: asyncio.Task[None] | None = None
 
@@ -92,6 +106,16 @@ class Instance:
 class _Record:
     current: Instance
     last_termination: Termination | None = None
+
+
+@dataclass
+class Adoption:
+    """What ``adopt`` found: pod uid -> container names running / exited
+    meanwhile, and how many orphaned containers it killed."""
+
+    running: dict[str, list[str]] = field(default_factory=dict)
+    exited: dict[str, list[str]] = field(default_factory=dict)
+    orphans_killed: int = 0
 
 
 class ProcessRuntime:
@@ -111,16 +135,20 @@ class ProcessRuntime:
         on_exit: Callable[[str], None] | None = None,
         cgroup_driver: CgroupDriver | None = None,
         host_env: Mapping[str, str] | None = None,
+        adopt_poll_interval: float = ADOPT_POLL_INTERVAL,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.clock = clock
         self.node_name = node_name
         self.oom_poll_interval = oom_poll_interval
+        self.adopt_poll_interval = adopt_poll_interval
         self.on_exit = on_exit
         self.cgroups = cgroup_driver if cgroup_driver is not None else limits_mod.detect_cgroups(cgroups)
         self.host_env = host_env
         self._pods: dict[str, dict[str, _Record]] = {}
         self._watchdog_task: asyncio.Task[None] | None = None
+        self._poll_task: asyncio.Task[None] | None = None
+        self._starting: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ queries
 
@@ -136,13 +164,13 @@ class ProcessRuntime:
 
     def seed(self, pod: Obj, observations: Mapping[str, ContainerObservation]) -> None:
         """Take over what a previous agent reported (see podstate.observations_from_status)
-        for a pod this runtime has no record of."""
+        for the containers of which neither this runtime nor the disk knows anything."""
         meta = pod["metadata"]
         uid = meta["uid"]
-        if uid in self._pods:
-            return
-        records: dict[str, _Record] = {}
+        records = self._pods.setdefault(uid, {})
         for name, o in observations.items():
+            if name in records:
+                continue
             log_path = container_log_path(self.state_dir, meta.get("namespace") or "default", meta["name"],
                                           uid, name, o.restart_count)
             inst = Instance(container=name, container_id=o.container_id, restart_count=o.restart_count,
@@ -150,7 +178,8 @@ class ProcessRuntime:
                             termination=o.terminated)
             inst.done.set()
             records[name] = _Record(inst, o.last_termination)
-        self._pods[uid] = records
+        if not records:
+            del self._pods[uid]
 
     def instances(self, uid: str) -> dict[str, Instance]:
         return {n: r.current for n, r in self._pods.get(uid, {}).items()}
@@ -177,16 +206,17 @@ class ProcessRuntime:
         if prev is not None and prev.current.termination is None and prev.current.started_at is not None:
             raise RuntimeError(f"container {container_name} of pod {ns}/{name} is still running")
         if prev is None:
-            restart_count = 0
+            restart_count, last = 0, None
         elif prev.current.started_at is None and prev.current.termination is None:
-            restart_count = prev.current.restart_count  # seeded, never started here
+            # known but never started here (seeded, or its shim never ran it): same slot
+            restart_count, last = prev.current.restart_count, prev.last_termination
         else:
-            restart_count = prev.current.restart_count + 1
+            restart_count, last = prev.current.restart_count + 1, prev.current.termination
         log_path = container_log_path(self.state_dir, ns, name, uid, container_name, restart_count)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         inst = Instance(container=container_name, container_id="phalanx://" + secrets.token_hex(32),
                         restart_count=restart_count, backoff_count=backoff_count, log_path=log_path)
-        records[container_name] = _Record(inst, prev.current.termination if prev else None)
+        records[container_name] = _Record(inst, last)
 
         ctx = PodContext(pod_ip=pod_ip, host_ip=host_ip, node_allocatable=node_allocatable)
         try:
@@ -205,43 +235,128 @@ class ProcessRuntime:
         cwd = self._working_dir(container, pod_dir(self.state_dir, ns, name, uid))
         lim = container_limits(container)
         inst.memory_limit = lim.memory
+        inst.gpus = _gpu_list((extra_env or {}).get(_GPU_ENV))
         cgroup = self._make_cgroup(f"{ns}_{name}_{uid}_{container_name}_{restart_count}", lim)
+        record = {"node": self.node_name, "namespace": ns, "pod": name, "uid": uid, "container": container_name,
+                  "restartCount": restart_count, "backoffCount": backoff_count, "containerID": inst.container_id,
+                  "memoryLimit": lim.memory, "cgroup": _cgroup_record(cgroup), "gpus": inst.gpus,
+                  "argv0": argv[0]}
+        spec = {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log_path),
+                "status": str(files.status_path(log_path)),
+                "cgroup_procs": [str(d / "cgroup.procs") for d in cgroup.dirs] if cgroup is not None else []}
+        # Shielded: once the shim is spawned the instance is registered even if
+        # the caller is cancelled (agent stop), so shutdown can still kill it.
+        task = asyncio.ensure_future(self._launch(uid, inst, record, spec, cgroup, lim))
+        self._starting.add(task)
+        task.add_done_callback(_settled(self._starting))
+        inst = await asyncio.shield(task)
+        if inst.running:
+            log.info("started %s/%s container %s (pid %s): %s", ns, name, container_name, inst.pid, argv)
+        return inst
 
-        def preexec() -> None:  # runs in the child between fork and exec
-            if _libc is not None:
-                _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            if cgroup is not None:
-                try:
-                    cgroup.join()
-                except OSError:
-                    pass  # checked by the parent: the watchdog takes over
-
-        logf = open(log_path, "ab", buffering=0)
+    async def _launch(self, uid: str, inst: Instance, record: Obj, spec: Obj, cgroup: Cgroup | None,
+                      lim: Limits) -> Instance:
+        """Run the instance under a new shim; the instance now registered for its container."""
+        argv0 = spec["argv"][0]
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env, cwd=str(cwd),
-                start_new_session=True, preexec_fn=preexec)
-        except (OSError, subprocess.SubprocessError) as e:
+            proc, report = await self._spawn_shim(inst, record, spec)
+        except files.InstanceBusy:
+            # Never two processes for one slot: a live shim already runs this
+            # instance (unknown to us): adopt it instead.
             if cgroup is not None:
                 cgroup.remove()
-            self._fail_start(inst, CONTAINER_CANNOT_RUN, _exec_error(argv[0], e), permanent=False, logf=logf)
+            path = files.record_path(inst.log_path)
+            found = files.FoundInstance(path, inst.restart_count, files.read_json(path) or {})
+            adopted = self._load(found, None, uid)
+            rec = self._pods.setdefault(uid, {}).get(inst.container)
+            self._pods[uid][inst.container] = _Record(adopted, rec.last_termination if rec else None)
+            log.warning("container %s instance %d is already run by a shim: adopted", inst.container,
+                        inst.restart_count)
+            if adopted.running:
+                self._ensure_poller()
+            return adopted
+        except (OSError, subprocess.SubprocessError, ValueError, EOFError, asyncio.TimeoutError) as e:
+            if cgroup is not None:
+                cgroup.remove()
+            self._fail_start(inst, CONTAINER_CANNOT_RUN, f"cannot start the container's shim: {e}", permanent=False)
             return inst
-        finally:
-            logf.close()
-        inst.pid = proc.pid
-        inst.started_at = self.clock.now()
-        if cgroup is not None and not _in_cgroup(cgroup, proc.pid):
+        inst.shim = proc
+        if "pid" not in report:
+            if cgroup is not None:
+                cgroup.remove()
+            err = OSError(int(report.get("errno") or 0), str(report.get("strerror") or "unknown error"))
+            self._fail_start(inst, CONTAINER_CANNOT_RUN, _exec_error(argv0, err, str(report.get("step") or "")),
+                             permanent=False)
+            self._reap_later(inst)
+            return inst
+        inst.pid = int(report["pid"])
+        inst.start_ticks = int(report.get("startTicks") or 0)
+        inst.started_at = self._from_wall(report.get("startedAt"))
+        if cgroup is not None and not _in_cgroup(cgroup, inst.pid):
             cgroup.remove()
             cgroup = None
         inst.cgroup = cgroup
         enforced = cgroup is not None and cgroup.memory_dir is not None
         inst.watchdog = lim.memory is not None and not enforced
-        self._write_pidfile(inst)
-        inst.waiter = asyncio.create_task(self._wait(uid, inst, proc), name=f"wait-{name}-{container_name}")
+        inst.waiter = asyncio.create_task(self._wait(uid, inst), name=f"wait-{uid}-{inst.container}")
         if inst.watchdog:
             self._ensure_watchdog()
-        log.info("started %s/%s container %s (pid %s): %s", ns, name, container_name, proc.pid, argv)
         return inst
+
+    async def _spawn_shim(self, inst: Instance, record: Obj, spec: Obj) -> tuple[subprocess.Popen[bytes], Obj]:
+        """Start the shim with the instance record locked and the spec on its
+        stdin; return it and its report (container pid, or why exec failed)."""
+        lock_fd = files.open_locked_record(files.record_path(inst.log_path), record)
+        for stale in (files.status_path(inst.log_path), files.oom_path(inst.log_path)):
+            try:
+                stale.unlink()
+            except FileNotFoundError:
+                pass
+        read_fd = write_fd = -1
+        try:
+            # The spec (it holds the environment) goes through an unlinked 0600 file: any size, never on disk by name.
+            with tempfile.TemporaryFile(dir=inst.log_path.parent) as spec_file, open(inst.log_path, "ab") as logf:
+                spec_file.write(marshal.dumps(spec))
+                spec_file.flush()
+                spec_file.seek(0)
+                read_fd, write_fd = os.pipe()
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", str(SHIM), str(lock_fd)], stdin=spec_file, stdout=write_fd,
+                    stderr=logf, env=_shim_env(), cwd="/", start_new_session=True, pass_fds=(lock_fd,))
+        except BaseException:
+            if read_fd >= 0:
+                os.close(read_fd)
+            raise
+        finally:
+            if write_fd >= 0:
+                os.close(write_fd)
+            os.close(lock_fd)  # the shim's copy keeps the lock
+        try:
+            data = await _read_pipe(read_fd, SHIM_REPORT_TIMEOUT)
+        except asyncio.TimeoutError:
+            proc.kill()
+            self._kill_recorded(files.read_json(files.status_path(inst.log_path)))
+            raise
+        if not data:
+            proc.poll()
+            # The shim died before reporting; if it got as far as starting the container, stop it.
+            self._kill_recorded(files.read_json(files.status_path(inst.log_path)))
+            raise EOFError(f"the shim exited ({proc.returncode}) before reporting")
+        report = marshal.loads(data)
+        if not isinstance(report, dict):
+            raise ValueError("malformed shim report")
+        return proc, report
+
+    def _reap_later(self, inst: Instance) -> None:
+        if inst.shim is not None:
+            asyncio.create_task(self._reap(inst.shim))
+
+    @staticmethod
+    async def _reap(proc: subprocess.Popen[bytes]) -> None:
+        for _ in range(200):
+            if proc.poll() is not None:
+                return
+            await asyncio.sleep(0.05)
 
     def _record_pod(self, pod: Obj) -> None:
         """The pod's record next to its logs, so they outlive the pod object (see podrecords)."""
@@ -250,18 +365,14 @@ class ProcessRuntime:
         except (OSError, ValueError) as e:
             log.warning("cannot record pod %s: %s", pod["metadata"].get("name"), e)
 
-    def _fail_start(self, inst: Instance, reason: str, message: str, *, permanent: bool,
-                    logf: Any = None) -> None:
+    def _fail_start(self, inst: Instance, reason: str, message: str, *, permanent: bool) -> None:
         now = self.clock.now()
         inst.termination = Termination(exit_code=CANNOT_RUN_EXIT_CODE, finished_at=now, started_at=now,
                                        reason=reason, message=message, container_id=inst.container_id,
                                        permanent=permanent)
         try:
-            if logf is not None and not logf.closed:
-                logf.write(f"{reason}: {message}\n".encode())
-            else:
-                with open(inst.log_path, "ab") as f:
-                    f.write(f"{reason}: {message}\n".encode())
+            with open(inst.log_path, "ab") as f:
+                f.write(f"{reason}: {message}\n".encode())
         except OSError:
             pass
         inst.done.set()
@@ -285,35 +396,75 @@ class ProcessRuntime:
             log.info("no cgroup for %s: %s", name, e)
             return None
 
+    def _from_wall(self, ts: Any) -> datetime:
+        """A wall-clock time the shim recorded, in this runtime's clock."""
+        if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+            return self.clock.now()
+        if type(self.clock).now is Clock.now:
+            return datetime.fromtimestamp(ts, timezone.utc)
+        return self.clock.now() - timedelta(seconds=time.time() - ts)
+
     # ------------------------------------------------------------------ exits
 
-    async def _wait(self, uid: str, inst: Instance, proc: asyncio.subprocess.Process) -> None:
-        rc = await proc.wait()
-        finished = self.clock.now()
-        assert inst.pid is not None
-        _killpg(inst.pid, signal.SIGKILL)  # the container's other processes die with it
-        code = exit_code_of(rc)
-        oom = inst.oom or (inst.cgroup is not None and inst.cgroup.oom_killed() and code == 137)
-        reason = ""
+    async def _wait(self, uid: str, inst: Instance) -> None:
+        """Wait for the shim this runtime started (pidfd; polling without one)."""
+        proc = inst.shim
+        assert proc is not None
+        fd = _pidfd(proc.pid)
+        if fd is not None:
+            loop = asyncio.get_running_loop()
+            exited = loop.create_future()
+            loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
+            try:
+                await exited
+            finally:
+                loop.remove_reader(fd)
+                os.close(fd)
+        while proc.poll() is None:
+            await asyncio.sleep(self.adopt_poll_interval)
+        await self._finish(uid, inst)
+
+    async def _finish(self, uid: str, inst: Instance, *, notify: bool = True) -> None:
+        """The shim is gone: take the exit from its status file."""
+        if inst.termination is not None:
+            return
+        status = files.read_json(files.status_path(inst.log_path)) or {}
+        if isinstance(status.get("exitCode"), int):
+            code, reason, message = int(status["exitCode"]), "", ""
+            finished = self._from_wall(status.get("finishedAt"))
+        else:
+            self._kill_recorded(status)
+            code, reason, message = 137, CONTAINER_STATUS_UNKNOWN, SHIM_LOST_MESSAGE
+            finished = self.clock.now()
+        oom = inst.oom or files.oom_path(inst.log_path).exists() or \
+            (inst.cgroup is not None and inst.cgroup.oom_killed() and code == 137)
         if oom:
-            reason, code = OOM_KILLED, 137
-        inst.termination = Termination(exit_code=code, finished_at=finished, started_at=inst.started_at,
-                                       reason=reason, container_id=inst.container_id)
+            reason, message, code = OOM_KILLED, "", 137
+        started = inst.started_at or self._from_wall(status.get("startedAt"))
+        inst.termination = Termination(exit_code=code, finished_at=finished, started_at=started,
+                                       reason=reason, message=message, container_id=inst.container_id)
         if inst.cgroup is not None:
             for _ in range(20):
                 inst.cgroup.remove()
                 if not any(d.exists() for d in inst.cgroup.dirs):
                     break
                 await asyncio.sleep(0.05)
-        self._remove_pidfile(inst)
         inst.done.set()
         log.info("container %s (pid %s) exited with %s%s", inst.container, inst.pid, code,
                  f" ({reason})" if reason else "")
-        if self.on_exit is not None:
+        if notify and self.on_exit is not None:
             try:
                 self.on_exit(uid)
             except Exception:  # a callback bug must not lose the exit
                 log.exception("on_exit callback failed")
+
+    def _kill_recorded(self, status: Obj | None) -> None:
+        """SIGKILL the group of a container whose shim is gone, if it is still that process."""
+        if not status or not isinstance(status.get("pid"), int):
+            return
+        pid, ticks = status["pid"], status.get("startTicks")
+        if isinstance(ticks, int) and ticks and start_ticks(pid) == ticks:
+            _killpg(pid, signal.SIGKILL)
 
     def _ensure_watchdog(self) -> None:
         if self._watchdog_task is None or self._watchdog_task.done():
@@ -329,12 +480,186 @@ class ProcessRuntime:
                 self._watchdog_task = None
                 return
             for inst in watched:
-                assert inst.pid is not None and inst.memory_limit is not None
+                if inst.pid is None or inst.memory_limit is None or not _same_process(inst):
+                    continue
                 if limits_mod.tree_rss(inst.pid) > inst.memory_limit:
                     log.info("container %s over its memory limit %d: killing", inst.container, inst.memory_limit)
                     inst.oom = True
+                    try:  # remembered on disk, so an agent restarted meanwhile still says OOMKilled
+                        files.oom_path(inst.log_path).touch()
+                    except OSError:
+                        pass
                     _killpg(inst.pid, signal.SIGKILL)
             await asyncio.sleep(self.oom_poll_interval)
+
+    def _ensure_poller(self) -> None:
+        if self._poll_task is None or self._poll_task.done():
+            self._poll_task = asyncio.create_task(self._poll_adopted(), name="shim-poller")
+
+    async def _poll_adopted(self) -> None:
+        """Watch the shims this runtime adopted (not its children): an exit is
+        the shim's lock let go."""
+        while True:
+            watched = [(uid, r.current) for uid, recs in list(self._pods.items()) for r in recs.values()
+                       if r.current.adopted and r.current.running]
+            if not watched:
+                self._poll_task = None
+                return
+            for uid, inst in watched:
+                if inst.pid is None:
+                    self._refresh_pid(inst)
+                if not files.shim_alive(files.record_path(inst.log_path)):
+                    await self._finish(uid, inst)
+            await asyncio.sleep(self.adopt_poll_interval)
+
+    def _refresh_pid(self, inst: Instance) -> None:
+        status = files.read_json(files.status_path(inst.log_path)) or {}
+        if isinstance(status.get("pid"), int):
+            inst.pid = status["pid"]
+            inst.start_ticks = int(status.get("startTicks") or 0)
+
+    # ------------------------------------------------------------------ adoption
+
+    async def adopt(self, pods: Iterable[Obj], *, wait_for_orphans: float = 5.0) -> Adoption:
+        """Take over what shims of a previous agent of this node run or recorded.
+
+        ``pods``: the pods that exist. Instances of pods bound to this node are
+        adopted (running: watched, killable; exited: their real termination);
+        processes of pods that are gone (or bound elsewhere) are killed and
+        their records removed. Pid files of the runtime before shims are reaped
+        as before (their processes died with that agent or are killed now).
+        """
+        mine = {}
+        for p in pods:
+            meta = p.get("metadata") or {}
+            if (p.get("spec") or {}).get("nodeName") == self.node_name and meta.get("uid"):
+                mine[meta["uid"]] = p
+        found: dict[str, dict[str, dict[int, files.FoundInstance]]] = {}
+        report = Adoption()
+        for f in files.scan(self.state_dir, self.node_name):
+            if f.legacy:
+                report.orphans_killed += _reap_legacy(f)
+                continue
+            found.setdefault(f.uid, {}).setdefault(f.container, {})[f.restart_count] = f
+        orphans: list[files.FoundInstance] = []
+        for uid, containers in found.items():
+            pod = mine.get(uid)
+            if pod is None or uid in self._pods:
+                if pod is None:
+                    orphans.extend(f for insts in containers.values() for f in insts.values())
+                continue
+            records: dict[str, _Record] = {}
+            for cname, insts in containers.items():
+                n = max(insts)
+                cur = self._load(insts[n], report, uid)
+                last = self._load(insts[n - 1], None, uid).termination if n - 1 in insts else None
+                records[cname] = _Record(cur, last)
+            self._pods[uid] = records
+        report.orphans_killed += await self._kill_orphans(orphans, wait_for_orphans)
+        if any(i.running and i.adopted for recs in self._pods.values() for i in (r.current for r in recs.values())):
+            self._ensure_poller()
+        if any(i.running and i.watchdog for recs in self._pods.values() for i in (r.current for r in recs.values())):
+            self._ensure_watchdog()
+        return report
+
+    def _load(self, f: files.FoundInstance, report: Adoption | None, uid: str) -> Instance:
+        """One instance as its files describe it."""
+        rec = f.record
+        inst = Instance(container=f.container, container_id=str(rec.get("containerID") or ""),
+                        restart_count=f.restart_count, backoff_count=_int(rec.get("backoffCount")),
+                        log_path=f.log_path, memory_limit=rec.get("memoryLimit") if isinstance(
+                            rec.get("memoryLimit"), int) else None,
+                        cgroup=_cgroup_from(rec.get("cgroup")), gpus=_gpu_list(rec.get("gpus")))
+        status_file = files.status_path(f.log_path)
+        status = files.read_json(status_file) or {}
+        alive = files.shim_alive(f.path)
+        if alive and "pid" not in status and "startError" not in status:
+            deadline = time.monotonic() + 1.0  # the shim is starting the container: it records it in ms
+            while alive and time.monotonic() < deadline and "pid" not in status:
+                time.sleep(0.02)
+                status = files.read_json(status_file) or {}
+                alive = files.shim_alive(f.path)
+        if isinstance(status.get("pid"), int):
+            inst.pid = status["pid"]
+            inst.start_ticks = _int(status.get("startTicks"))
+            inst.started_at = self._from_wall(status.get("startedAt"))
+        if isinstance(status.get("exitCode"), int):
+            code, reason = int(status["exitCode"]), ""
+            if files.oom_path(f.log_path).exists() or \
+                    (inst.cgroup is not None and inst.cgroup.oom_killed() and code == 137):
+                code, reason = 137, OOM_KILLED
+            inst.termination = Termination(exit_code=code, finished_at=self._from_wall(status.get("finishedAt")),
+                                           started_at=inst.started_at, reason=reason,
+                                           container_id=inst.container_id)
+            if inst.cgroup is not None:
+                inst.cgroup.remove()
+            _note(report, "exited", uid, f.container)
+        elif isinstance(status.get("startError"), dict):
+            err = status["startError"]
+            finished = self._from_wall(status.get("finishedAt"))
+            inst.termination = Termination(
+                exit_code=CANNOT_RUN_EXIT_CODE, finished_at=finished, started_at=finished,
+                reason=CONTAINER_CANNOT_RUN, container_id=inst.container_id,
+                message=_exec_error(str(status.get("argv0") or rec.get("argv0") or ""),
+                                    OSError(_int(err.get("errno")), str(err.get("strerror") or "")),
+                                    str(err.get("step") or "")))
+            _note(report, "exited", uid, f.container)
+        elif alive:
+            inst.adopted = True
+            if inst.started_at is None:
+                inst.started_at = self.clock.now()
+            enforced = inst.cgroup is not None and inst.cgroup.memory_dir is not None and inst.pid is not None \
+                and _in_cgroup(inst.cgroup, inst.pid)
+            inst.watchdog = inst.memory_limit is not None and not enforced
+            _note(report, "running", uid, f.container)
+            inst.done.clear()
+            return inst
+        elif inst.started_at is not None:
+            # The shim died without recording the exit (killed): the container is lost.
+            self._kill_recorded(status)
+            inst.termination = Termination(exit_code=137, finished_at=self.clock.now(), started_at=inst.started_at,
+                                           reason=CONTAINER_STATUS_UNKNOWN, message=SHIM_LOST_MESSAGE,
+                                           container_id=inst.container_id)
+            _note(report, "exited", uid, f.container)
+        # else: never started (the agent stopped before its shim ran it): the slot starts again
+        inst.done.set()
+        return inst
+
+    async def _kill_orphans(self, orphans: list[files.FoundInstance], wait: float) -> int:
+        """Kill what shims still run for pods that are gone; drop their records."""
+        killed = 0
+        live = []
+        for f in orphans:
+            if files.shim_alive(f.path):
+                status = files.read_json(files.status_path(f.log_path)) or {}
+                if isinstance(status.get("pid"), int) and start_ticks(status["pid"]) == status.get("startTicks"):
+                    for p in _descendants(status["pid"]):
+                        _signal(p, signal.SIGKILL)
+                    _killpg(status["pid"], signal.SIGKILL)
+                    killed += 1
+                live.append(f)
+        deadline = time.monotonic() + wait
+        while live and time.monotonic() < deadline:
+            live = [f for f in live if files.shim_alive(f.path)]
+            if live:
+                await asyncio.sleep(0.05)
+        pod_dirs = set()
+        for f in orphans:
+            cg = _cgroup_from(f.record.get("cgroup"))
+            if cg is not None:
+                cg.remove()
+            files.remove_instance_files(f.log_path)
+            pod_dirs.add(f.log_path.parent.parent)
+        for d in pod_dirs:
+            mark_pod_finished(d, self.clock.now())
+        if killed:
+            log.info("node %s: killed %d containers of pods that no longer exist", self.node_name, killed)
+        return killed
+
+    def reap_orphans(self) -> int:
+        """Kill the process groups left by a runtime before shims (pid files
+        with pid + createTime, checked so a reused pid is spared)."""
+        return sum(_reap_legacy(f) for f in files.scan(self.state_dir, self.node_name) if f.legacy)
 
     # ------------------------------------------------------------------ kill
 
@@ -352,22 +677,24 @@ class ProcessRuntime:
     async def _kill(self, insts: list[Instance], grace: float) -> None:
         if not insts:
             return
+        for i in insts:
+            if i.pid is None:
+                self._refresh_pid(i)
+        live = [i for i in insts if i.pid is not None and _same_process(i)]
         # Descendants that left the process group (setsid, setpgid) would
         # escape killpg: remember them now, kill the survivors at the end.
-        strays = [p for i in insts if i.pid is not None for p in _descendants(i.pid)
-                  if _pgid(p.pid) != i.pid]
+        strays = [p for i in live for p in _descendants(i.pid or 0) if _pgid(p.pid) != i.pid]
         # As a container runtime does: SIGTERM to the container's main process
-        # only (its children are killed when it exits, see _wait). Signalling the
-        # whole group would change what a trapping shell reports: with its
+        # only (its children are killed when it exits, by the shim). Signalling
+        # the whole group would change what a trapping shell reports: with its
         # `sleep & wait` child killed too, `trap exit TERM` exits 0, not 143.
-        for i in insts:
-            if i.pid is not None:
-                _kill(i.pid, signal.SIGTERM)
+        for i in live:
+            _kill(i.pid or 0, signal.SIGTERM)
         pending = [i for i in insts if not i.done.is_set()]
         if pending and grace > 0:
             await _wait_all(pending, grace)
         for i in insts:
-            if not i.done.is_set() and i.pid is not None:
+            if not i.done.is_set() and i.pid is not None and _same_process(i):
                 _killpg(i.pid, signal.SIGKILL)
         for p in strays:
             _signal(p, signal.SIGKILL)
@@ -375,67 +702,131 @@ class ProcessRuntime:
 
     async def shutdown(self, grace: float) -> None:
         """Kill every pod's processes (agent stop)."""
+        await self._settle_starts()
         await asyncio.gather(*(self.kill_pod(uid, grace) for uid in list(self._pods)))
-        if self._watchdog_task is not None:
-            self._watchdog_task.cancel()
+        self.detach()
+
+    def detach(self) -> None:
+        """Stop watching without killing anything (the shims keep the containers
+        and record their exits for the next agent)."""
+        for t in (self._watchdog_task, self._poll_task):
+            if t is not None:
+                t.cancel()
+        self._watchdog_task = self._poll_task = None
+        for recs in self._pods.values():
+            for r in recs.values():
+                if r.current.waiter is not None and not r.current.waiter.done():
+                    r.current.waiter.cancel()
+
+    async def _settle_starts(self, timeout: float = SHIM_REPORT_TIMEOUT) -> None:
+        if self._starting:
+            await asyncio.wait(list(self._starting), timeout=timeout)
 
     def forget(self, uid: str) -> None:
-        """Drop a pod's records (its processes must be gone). Logs stay on disk."""
+        """Drop a pod's records and instance files (its processes must be gone). Logs stay on disk."""
         recs = self._pods.pop(uid, {})
         for r in recs.values():
-            if r.current.running and r.current.pid is not None:
-                _killpg(r.current.pid, signal.SIGKILL)
+            cur = r.current
+            if cur.running and cur.pid is not None and _same_process(cur):
+                _killpg(cur.pid, signal.SIGKILL)
+            for n in range(cur.restart_count + 1):
+                files.remove_instance_files(cur.log_path.with_name(f"{n}.log"))
         if recs:
             mark_pod_finished(next(iter(recs.values())).current.log_path.parent.parent, self.clock.now())
 
-    # ------------------------------------------------------------------ orphans
 
-    def _pidfile(self, inst: Instance) -> Path:
-        return inst.log_path.with_suffix(".pid")
+# --------------------------------------------------------------------------- helpers
 
-    def _write_pidfile(self, inst: Instance) -> None:
-        try:
-            ctime = psutil.Process(inst.pid).create_time() if inst.pid else 0.0
-        except psutil.Error:
-            ctime = 0.0
-        try:
-            self._pidfile(inst).write_text(json.dumps({"pid": inst.pid, "createTime": ctime,
-                                                       "node": self.node_name}))
-        except OSError:
-            pass
 
-    def _remove_pidfile(self, inst: Instance) -> None:
-        try:
-            self._pidfile(inst).unlink()
-        except OSError:
-            pass
+def _settled(pending: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
+    """Done callback of a start: forget it, and retrieve an error nobody awaited."""
+    def done(t: asyncio.Task[Any]) -> None:
+        pending.discard(t)
+        if not t.cancelled() and t.exception() is not None:
+            log.debug("container start failed: %s", t.exception())
+    return done
 
-    def reap_orphans(self) -> int:
-        """Kill process groups left by a previous agent of this node (found by
-        their pid files, checked against the process start time so a reused pid
-        is spared). Other nodes' agents share the state directory: their files
-        are left alone."""
-        killed = 0
-        base = self.state_dir / "pods"
-        if not base.is_dir():
-            return 0
-        for pidfile in base.glob("*/*/*.pid"):
-            try:
-                data = json.loads(pidfile.read_text())
-                if data.get("node", "") != self.node_name:
-                    continue
-                pid, ctime = int(data["pid"]), float(data["createTime"])
-                proc = psutil.Process(pid)
-                if abs(proc.create_time() - ctime) < 1.0 and os.getpgid(pid) == pid:
-                    _killpg(pid, signal.SIGKILL)
-                    killed += 1
-            except (OSError, ValueError, KeyError, TypeError, psutil.Error):
-                pass
-            try:
-                pidfile.unlink()
-            except OSError:
-                pass
-        return killed
+
+def _note(report: Adoption | None, what: str, uid: str, container: str) -> None:
+    if report is not None:
+        getattr(report, what).setdefault(uid, []).append(container)
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _gpu_list(v: Any) -> list[int] | None:
+    """CUDA_VISIBLE_DEVICES ("0,1") or a stored list, as device indices."""
+    if isinstance(v, list):
+        return [d for d in v if isinstance(d, int) and not isinstance(d, bool)]
+    if not isinstance(v, str):
+        return None
+    return [int(p) for p in v.split(",") if p.strip().isdigit()]
+
+
+def _cgroup_record(cg: Cgroup | None) -> Obj | None:
+    if cg is None:
+        return None
+    return {"version": cg.version, "dirs": [str(d) for d in cg.dirs],
+            "memoryDir": str(cg.memory_dir) if cg.memory_dir is not None else None}
+
+
+def _cgroup_from(v: Any) -> Cgroup | None:
+    if not isinstance(v, dict) or not isinstance(v.get("dirs"), list):
+        return None
+    dirs = [Path(d) for d in v["dirs"] if isinstance(d, str)]
+    mem = v.get("memoryDir")
+    return Cgroup(_int(v.get("version")) or 2, dirs, Path(mem) if isinstance(mem, str) else None)
+
+
+def _shim_env() -> dict[str, str]:
+    """The shim needs no environment of ours (it gets the container's in its spec)."""
+    return {k: os.environ[k] for k in ("PATH", "LD_LIBRARY_PATH") if k in os.environ}
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        return None
+
+
+async def _read_pipe(fd: int, timeout: float) -> bytes:
+    """Everything written to the pipe until its writers closed it."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        return await asyncio.wait_for(reader.read(), timeout)
+    finally:
+        transport.close()
+
+
+def _same_process(inst: Instance) -> bool:
+    """The instance's pid still names its container (not a reused pid)."""
+    if inst.pid is None:
+        return False
+    return not inst.start_ticks or start_ticks(inst.pid) == inst.start_ticks
+
+
+def _reap_legacy(f: files.FoundInstance) -> int:
+    """A pid file of the runtime before shims: kill its group if it is still that process."""
+    killed = 0
+    try:
+        pid, ctime = int(f.record["pid"]), float(f.record["createTime"])
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - ctime) < 1.0 and os.getpgid(pid) == pid:
+            _killpg(pid, signal.SIGKILL)
+            killed = 1
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        pass
+    try:
+        f.path.unlink()
+    except OSError:
+        pass
+    return killed
 
 
 def _find_container(pod: Obj, name: str) -> tuple[Obj, str]:
@@ -503,8 +894,10 @@ def _in_cgroup(cgroup: Cgroup, pid: int) -> bool:
     return True
 
 
-def _exec_error(argv0: str, e: BaseException) -> str:
+def _exec_error(argv0: str, e: BaseException, step: str = "exec") -> str:
     """Say why exec failed, in the words of runc."""
+    if step and step not in ("exec", "setsid", "signals", "cgroup"):
+        return f"{step}: {getattr(e, 'strerror', None) or e}"
     if isinstance(e, FileNotFoundError):
         if "/" in argv0:
             return f'exec: "{argv0}": stat {argv0}: no such file or directory'
@@ -513,4 +906,4 @@ def _exec_error(argv0: str, e: BaseException) -> str:
         return f'exec: "{argv0}": permission denied'
     if isinstance(e, OSError) and e.errno == errno.ENOEXEC:
         return f'exec: "{argv0}": exec format error'
-    return f'exec: "{argv0}": {e}'
+    return f'exec: "{argv0}": {getattr(e, "strerror", None) or e}'

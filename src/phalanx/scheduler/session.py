@@ -9,9 +9,12 @@ changed is returned; the shell writes it.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
+
+from phalanx.clock import parse_time
 
 from . import resources as R
 from .actions import ACTIONS
@@ -25,6 +28,10 @@ from .snapshot import (ALLOCATED, COMPLETED_STATUS, PENDING, PG_COMPLETED, PG_IN
 
 # Reasons with which an enqueue refusal is written (plugins set job.admission).
 ADMITTED = "Admitted"
+# A refusal whose message changes only in its figures (the queue's allocated and
+# inqueue amounts move with every other job) keeps its stored message this long.
+ADMISSION_MESSAGE_REFRESH = timedelta(seconds=30)
+_FIGURE = re.compile(r"\d+(?:\.\d+)?[A-Za-z]*")
 QUEUE_COUNT_FIELDS = {PG_PENDING: "pending", PG_RUNNING: "running", PG_UNKNOWN: "unknown",
                       PG_INQUEUE: "inqueue", PG_COMPLETED: "completed"}
 
@@ -95,6 +102,7 @@ def _admission_conditions(ssn: Session) -> None:
         job = ssn.jobs[key]
         if job.is_pending() and job.admission is not None:
             reason, message = job.admission
+            message = _kept_admission_message(ssn, job, reason, message)
             ssn.update_podgroup_condition(job, "Unschedulable", "True", reason, message)
             job.unschedulable_this_session = True
             job.job_fit_errors = message
@@ -103,6 +111,32 @@ def _admission_conditions(ssn: Session) -> None:
             if cond is not None and cond.get("status") == "True":
                 ssn.update_podgroup_condition(job, "Unschedulable", "False", ADMITTED,
                                               f'admitted to queue "{job.queue}"')
+
+
+def _kept_admission_message(ssn: Session, job: JobInfo, reason: str, message: str) -> str:
+    """The stored refusal message, when the new one says the same with other
+    figures and the stored one is younger than ADMISSION_MESSAGE_REFRESH.
+
+    Refusal messages quote the queue's live allocation, which moves whenever
+    any job starts or ends: rewriting every waiting PodGroup (and recording a
+    new event for it) on each such change made a burst of N waiting jobs cost
+    O(N) writes per scheduling cycle, O(N²) in all. Figures are now at most
+    that old; a change of reason, queue or resource is written at once."""
+    cond = ssn.condition(job, "Unschedulable")
+    if cond is None or cond.get("status") != "True" or cond.get("reason") != reason:
+        return message
+    old = cond.get("message")
+    if not isinstance(old, str) or old == message or _FIGURE.sub("#", old) != _FIGURE.sub("#", message):
+        return message
+    try:
+        written = parse_time(cond.get("lastTransitionTime"))
+    except (TypeError, ValueError, AttributeError):
+        written = None
+    if written is not None and (written.tzinfo is None) != (ssn.now.tzinfo is None):
+        written = written.replace(tzinfo=ssn.now.tzinfo)
+    if written is None or not (ssn.now - ADMISSION_MESSAGE_REFRESH < written <= ssn.now):
+        return message
+    return old
 
 
 def job_phase(job: JobInfo) -> str:

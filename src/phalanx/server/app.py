@@ -14,8 +14,9 @@ get and watch when Accept asks for one (ages rendered here); watch with
 ``watch=true|1|True``, resume from a resourceVersion, 410 as an ERROR event,
 BOOKMARKs when allowed, ``timeoutSeconds``, label and field selectors;
 ``resourceVersion``/``resourceVersionMatch`` on lists (always served from the
-current state); ``fieldValidation`` (``fieldvalidation``); merge, JSON and
-strategic merge patches; PUT with a resourceVersion precondition; DELETE with
+current state), ``limit``/``continue`` pages (``paging``); ``fieldValidation``
+(``fieldvalidation``); merge, JSON and strategic merge patches; PUT with a
+resourceVersion precondition; DELETE with
 ``DeleteOptions`` from the body or the query (``deleteoptions``). Aggregated
 discovery is not served: kubectl asks for it first and, answered with plain
 JSON, falls back to the legacy documents.
@@ -53,19 +54,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-import yaml
 from aiohttp import web
 
 from phalanx.api.admission import StrictDecodingError, admit
 from phalanx.api.errors import (
     AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Gone, Invalid, NotFound,
 )
+from phalanx.api.manifest import ManifestError, load_document
+from phalanx.api.meta import json_type_name
 from phalanx.api.registry import JOB_KINDS, ResourceType
 from phalanx.clock import Clock
 from phalanx.store.patch import JsonPatchError, json_patch, merge_patch
 from phalanx.store.store import PatchRejected
 
-from . import discovery, fieldvalidation, streams, tables
+from . import discovery, fieldvalidation, paging, streams, tables
 from .auth import bearer_auth
 from .deleteoptions import effective_policy, parse_delete_options
 from .openapi import openapi_v3_reply
@@ -94,6 +96,8 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+# Built-in groups (kubectl patches their kinds strategically); custom resources get 415, as golden 31.
+_STRATEGIC_GROUPS = ("", "apps", "rbac.authorization.k8s.io")
 
 
 # --------------------------------------------------------------------------
@@ -159,10 +163,6 @@ def _media_type(request: web.Request) -> str:
     return (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 async def _read_body(request: web.Request) -> bytes:
     limit = request.app[MAX_BODY]
     if request.content_length is not None and request.content_length > limit:
@@ -185,21 +185,120 @@ class _UnsupportedMedia(Exception):
         self.message = message
 
 
+MAX_INT_DIGITS = 4300  # Python's own limit for int(str); longer numbers are refused by name
+
+
+class _Bad:
+    """A value a body may not hold, left in place while decoding so that the
+    error can say where it is (the JSON decoder's hooks do not know)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+class _Duplicated(dict):  # type: ignore[type-arg]
+    """An object that named a field twice (``message`` says which)."""
+
+    message = ""
+
+
+def _locate(root: Any, culprit: Any) -> str:
+    """The field path of ``culprit`` (by identity) inside ``root``."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if node is culprit:
+            return path
+        if isinstance(node, dict):
+            stack.extend((v, _field(path, k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
+    return ""
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_$/-]+$")
+
+
+def _field(path: str, key: str) -> str:
+    """``path.key``, or ``path["key"]`` when the key would not read as one field."""
+    if _PLAIN_KEY.match(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key[:64], ensure_ascii=False)}]"
+
+
+def _json_body(text: str) -> Any:
+    """json.loads, refusing NaN/Infinity, integers too long to convert and
+    duplicate fields with the path of the first one (not "last one wins")."""
+    bad: list[Any] = []
+
+    def constant(name: str) -> _Bad:
+        bad.append(_Bad(f"{name} is not a valid JSON number"))
+        return bad[-1]
+
+    def integer(digits: str) -> Any:
+        if len(digits) > MAX_INT_DIGITS:
+            bad.append(_Bad(f"an integer of {len(digits)} digits is too large"))
+            return bad[-1]
+        return int(digits)
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        dup = None
+        for k, v in items:
+            if k in out and dup is None:
+                dup = k
+            out[k] = v
+        if dup is None:
+            return out
+        marked = _Duplicated(out)
+        marked.message = f'duplicate field "{dup[:256]}"'
+        bad.append(marked)
+        return marked
+
+    value = json.loads(text, parse_constant=constant, parse_int=integer, object_pairs_hook=pairs)
+    if bad:
+        path = _locate(value, bad[0])
+        raise BadRequest(f"the request body is not valid JSON: {path[:512] or '<root>'}: {bad[0].message}")
+    return _without_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """Strings with lone UTF-16 surrogates (``"\\ud800"``) get U+FFFD in their
+    place, as Go's JSON decoder does: they have no UTF-8 form, so they could
+    not be stored or sent back."""
+    if isinstance(value, str):
+        return _SURROGATES.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    return value
+
+
 def _decode(raw: bytes, media: str) -> Any:
+    """The body as JSON (or YAML for the YAML media types). YAML is read with
+    the manifest reader's guards (alias bombs, depth, duplicate keys)."""
     if not raw.strip():
         raise BadRequest("the request body is empty")
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest("the request body is not valid UTF-8") from None
+    except UnicodeDecodeError as e:
+        raise BadRequest(f"the request body is not valid UTF-8 (byte {e.start})") from None
+    if media in ("application/yaml", "application/x-yaml", "text/yaml"):
+        try:
+            return _without_surrogates(load_document(text, "the request body"))
+        except ManifestError as e:
+            raise BadRequest(e.message) from None
     try:
-        if media in ("application/yaml", "application/x-yaml", "text/yaml"):
-            return yaml.safe_load(text)
-        return json.loads(text, parse_constant=_reject_constant)
+        return _json_body(text)
     except RecursionError:
         raise BadRequest("the request body is nested too deeply") from None
-    except (ValueError, yaml.YAMLError) as e:
-        raise BadRequest(f"the request body is not valid {'YAML' if 'yaml' in media else 'JSON'}: {e}") from None
+    except ValueError as e:
+        raise BadRequest(f"the request body is not valid JSON: {e}") from None
 
 
 async def _object_body(request: web.Request) -> dict[str, Any]:
@@ -213,6 +312,17 @@ async def _object_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
+def _identity_error(path: str, value: Any, detail: str) -> BadRequest:
+    """A 400 naming the field, in apimachinery's field.Error words."""
+    if isinstance(value, str):
+        shown: Any = value if len(value) <= 256 else value[:256] + "..."
+    elif isinstance(value, (dict, list)):
+        shown = json_type_name(value)
+    else:
+        shown = value if not isinstance(value, int) or value.bit_length() <= 256 else "a very large integer"
+    return BadRequest(str(FieldError(path, "Invalid", detail, shown)))
+
+
 def _fill_identity(obj: dict[str, Any], route: Route) -> None:
     """Default kind/apiVersion/namespace/name from the URL; refuse an object that names another."""
     rt = route.rt
@@ -220,31 +330,32 @@ def _fill_identity(obj: dict[str, Any], route: Route) -> None:
     if kind in (None, ""):
         obj["kind"] = rt.kind
     elif kind != rt.kind:
-        raise BadRequest(f"the kind of the object ({kind}) does not match the kind on the URL ({rt.kind})")
+        raise _identity_error("kind", kind, f"the kind of the object does not match the kind on the URL ({rt.kind})")
     av = obj.get("apiVersion")
     if av in (None, ""):
         obj["apiVersion"] = rt.api_version
     elif av != rt.api_version:
-        raise BadRequest(f"the API version in the data ({av}) does not match the expected API version "
-                         f"({rt.api_version})")
+        raise _identity_error("apiVersion", av, f"the API version in the data does not match the expected API "
+                                                f"version ({rt.api_version})")
     meta = obj.get("metadata")
     if meta is None:
         meta = obj["metadata"] = {}
     if not isinstance(meta, dict):
-        raise BadRequest("metadata must be a JSON object")
+        raise _identity_error("metadata", meta, "metadata must be a JSON object")
     if route.namespace is not None:
         ns = meta.get("namespace")
         if ns in (None, ""):
             meta["namespace"] = route.namespace
         elif ns != route.namespace:
-            raise BadRequest("the namespace of the provided object does not match the namespace sent on the "
-                             "request")
+            raise _identity_error("metadata.namespace", ns, "the namespace of the provided object does not match "
+                                                            "the namespace sent on the request")
     if route.name is not None:
         name = meta.get("name")
         if name in (None, ""):
             meta["name"] = route.name
         elif name != route.name:
-            raise BadRequest(f"the name of the object ({name}) does not match the name on the URL ({route.name})")
+            raise _identity_error("metadata.name", name, f"the name of the object does not match the name on the "
+                                                         f"URL ({route.name})")
 
 
 def _dry_run(request: web.Request) -> bool:
@@ -318,19 +429,26 @@ async def _list(request: web.Request, route: Route) -> web.StreamResponse:
         fmt = streams.WatchFormat(table, include, now)
         return await streams.watch(request, client, rt, route.namespace, request.app[STOP], fmt,
                                    request.app[BOOKMARKS])
-    streams.parse_int(request.query.get("limit"), "limit")  # accepted, but everything is returned
+    limit = streams.parse_int(request.query.get("limit"), "limit")
+    token = request.query.get("continue") or None
+    if token and request.query.get("resourceVersion"):
+        raise BadRequest("specifying resource version is not allowed when using continue")
     lst = await client.list(rt.kind, route.namespace,
                             label_selector=request.query.get("labelSelector") or None,
                             field_selector=request.query.get("fieldSelector") or None)
     _check_list_options(request, False, lst.resource_version)
+    items, cont, remaining = paging.page(lst.items, lst.resource_version, limit, token)
     meta: dict[str, Any] = {"resourceVersion": lst.resource_version}
+    if cont:
+        meta["continue"] = cont
+        meta["remainingItemCount"] = remaining
     if table:
-        return json_response(tables.table_for(rt.kind, lst.items, _now(request), include, list_meta=meta,
+        return json_response(tables.table_for(rt.kind, items, _now(request), include, list_meta=meta,
                                               version=table))
     if rt.group:
-        meta["continue"] = ""
+        meta.setdefault("continue", "")
     return json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta,
-                          "items": lst.items})
+                          "items": items})
 
 
 def _field_validation(request: web.Request) -> str:
@@ -414,7 +532,7 @@ def _patched(current: dict[str, Any], patch: Any, media: str) -> Any:
         try:
             return json_patch(current, patch)
         except JsonPatchError as e:
-            raise PatchRejected(str(e)) from None
+            raise PatchRejected(str(e), e.index, e.pointer) from None
     if media == MERGE_PATCH:
         return merge_patch(current, patch)
     return apply_strategic_merge(current, patch)
@@ -424,7 +542,7 @@ async def _patch(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     rt = route.rt
     media = _media_type(request)
-    accepted = [JSON_PATCH, MERGE_PATCH] + ([STRATEGIC_PATCH] if not rt.group else [])
+    accepted = [JSON_PATCH, MERGE_PATCH] + ([STRATEGIC_PATCH] if rt.group in _STRATEGIC_GROUPS else [])
     if media not in accepted:
         raise _UnsupportedMedia("the body of the request was in an unknown format - accepted media types "
                                 f"include: {', '.join(accepted)}")
@@ -735,7 +853,7 @@ def make_app(client: Any, token: str, log_provider: Any = None, *,
     app[MAX_BODY] = max_body_bytes
     app[CLOCK] = clock or Clock()
     app[BOOKMARKS] = float(bookmark_interval)
-    app.router.add_route("*", "/{tail:.*}", _dispatch)
+    app.router.add_route("*", r"/{tail:[\s\S]*}", _dispatch)  # any path, newlines too
     app.on_shutdown.append(_on_shutdown)
     return app
 

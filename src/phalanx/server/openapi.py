@@ -581,6 +581,17 @@ def _build_document(key: str) -> Schema:
             "components": {"schemas": {k: schemas[k] for k in sorted(schemas)}}}
 
 
+def inlined_kind_schema(rt: ResourceType) -> tuple[Schema, dict[str, Schema]]:
+    """A kind's schema as a CRD document publishes it — every type inlined
+    except apimachinery's, which stay ``$ref``s — and those components by name.
+    ``phalanx install`` builds the CRDs' structural schemas from it."""
+    defs: dict[str, Schema] = {}
+    schema = _kind_schema(rt, defs)
+    builder = _Builder(defs, inline=True)
+    resolved = builder.resolve(schema)
+    return resolved, dict(builder.components)
+
+
 @lru_cache(maxsize=None)
 def _document_bytes(key: str) -> bytes:
     return json.dumps(_build_document(key), separators=(",", ":"), ensure_ascii=False).encode()

@@ -32,7 +32,8 @@ def dumps(obj: Any) -> str:
 
 
 def json_response(obj: Any, status: int = 200) -> web.Response:
-    return web.Response(text=dumps(obj), status=status, content_type="application/json")
+    # "replace": a string with no UTF-8 form (a lone surrogate) must not turn an answer into a 500
+    return web.Response(body=dumps(obj).encode("utf-8", "replace"), status=status, content_type="application/json")
 
 
 def _cause(err: FieldError) -> dict[str, str]:

@@ -118,10 +118,18 @@ def _reorder(field: str, items: list, order: list) -> list:
     key = _merge_key(field, items)
     if key is None:
         return items
-    rank = {o.get(key): i for i, o in enumerate(order) if isinstance(o, dict)}
-    listed = sorted((x for x in items if isinstance(x, dict) and x.get(key) in rank), key=lambda x: rank[x[key]])
-    rest = [x for x in items if not (isinstance(x, dict) and x.get(key) in rank)]
-    return listed + rest
+    rank = {o.get(key): i for i, o in enumerate(order) if isinstance(o, dict) and _scalar(o.get(key))}
+
+    def ranked(x: Any) -> bool:
+        return isinstance(x, dict) and _scalar(x.get(key)) and x.get(key) in rank
+
+    listed = sorted((x for x in items if ranked(x)), key=lambda x: rank[x[key]])
+    return listed + [x for x in items if not ranked(x)]
+
+
+def _scalar(v: Any) -> bool:
+    """A merge key value that can be one (an object or a list names no item)."""
+    return v is None or isinstance(v, (str, int, float, bool))
 
 
 def _clean(value: Any) -> Any:

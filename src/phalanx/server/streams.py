@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable
@@ -104,35 +105,70 @@ class _Filter:
 
 
 _TICK = object()  # no event for a bookmark interval
+_END = object()  # the source ended
+READ_AHEAD = 256  # items a stream's pump may hold before it stops reading its source
+
+
+class _Failed:
+    """The source raised: the consumer re-raises ``error`` after the items before it."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+async def _pump(it: AsyncIterator[Any], q: "asyncio.Queue[Any]") -> None:
+    try:
+        async for item in it:
+            await q.put(item)  # no suspension while there is room
+    except Exception as e:
+        await q.put(_Failed(e))
+        return
+    await q.put(_END)
 
 
 async def _with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: float | None) -> AsyncIterator[Any]:
     """Items of ``it`` until it ends or ``stop`` is set, and ``_TICK`` after every
-    ``interval`` seconds without one (None: never)."""
+    ``interval`` seconds without one (None: never).
+
+    One task reads the source into a bounded queue and the consumer drains what
+    is there without waiting: a busy event loop then still moves a whole backlog
+    per turn, instead of one event per turn (a watch would fall minutes behind
+    under load). Once the queue is full the source is not read, so a slow client
+    leaves its events with the source, which bounds them."""
+    q: asyncio.Queue[Any] = asyncio.Queue(maxsize=READ_AHEAD)
+    pump = asyncio.ensure_future(_pump(it, q))
     stop_wait = asyncio.ensure_future(stop.wait())
-    nxt: asyncio.Future | None = None
+    getter: asyncio.Future | None = None
     try:
-        while True:
-            if nxt is None:
-                nxt = asyncio.ensure_future(it.__anext__())
-            done, _ = await asyncio.wait({nxt, stop_wait}, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
-            if not done:
-                yield _TICK
-                continue
-            if nxt not in done:
-                return
+        while not stop.is_set():
             try:
-                item = nxt.result()
-            except StopAsyncIteration:
+                item = q.get_nowait()
+            except asyncio.QueueEmpty:
+                getter = asyncio.ensure_future(q.get())
+                done, _ = await asyncio.wait({getter, stop_wait}, timeout=interval,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    getter = None
+                    if stop_wait in done:
+                        return
+                    yield _TICK
+                    continue
+                item = getter.result()
+                getter = None
+            if item is _END:
                 return
-            nxt = None
+            if isinstance(item, _Failed):
+                raise item.error
             yield item
     finally:
         stop_wait.cancel()
-        if nxt is not None and not nxt.done():
-            nxt.cancel()
-            with contextlib.suppress(BaseException):
-                await nxt
+        if getter is not None:
+            getter.cancel()
+        if not pump.done():
+            pump.cancel()
+        with contextlib.suppress(BaseException):
+            await pump
 
 
 def _rv_of(obj: Any) -> int | None:
@@ -225,6 +261,20 @@ async def watch(request: web.Request, client: Any, rt: ResourceType, namespace: 
 # --------------------------------------------------------------------------
 # pods/log
 # --------------------------------------------------------------------------
+
+
+_CONTAINER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def container_param(q: Any) -> str | None:
+    """The ``container`` query parameter, a DNS label (it names a directory of
+    the node's logs) or BadRequest naming it; None when absent."""
+    c = q.get("container") or None
+    if c is not None and (len(c) > 63 or not _CONTAINER_NAME.match(c)):
+        shown = c if len(c) <= 64 else c[:64] + "..."
+        raise BadRequest(f'container: Invalid value: "{shown}": a container name must be a lowercase RFC 1123 '
+                         "label (lower case alphanumeric characters or '-', at most 63)")
+    return c
 
 
 def pick_container(pod: dict, container: str | None) -> str:
@@ -334,9 +384,9 @@ async def logs(request: web.Request, client: Any, provider: Any, namespace: str,
         # a provider that keeps them picks the container from what it recorded.
         if not getattr(provider, "serves_deleted_pods", False):
             raise
-        stream = _provider_stream(provider, namespace, name, q.get("container") or None, previous, follow, tail)
+        stream = _provider_stream(provider, namespace, name, container_param(q), previous, follow, tail)
         return await _send(request, shaped(stream), follow, limit, stop, f"pod {namespace}/{name}")
-    container = pick_container(pod, q.get("container") or None)
+    container = pick_container(pod, container_param(q))
     if provider is None:
         raise NotFound("pods/log", name)
     if not (pod.get("spec") or {}).get("nodeName"):
@@ -355,7 +405,7 @@ async def job_logs(request: web.Request, provider: Any, rt: ResourceType, namesp
     follow = parse_bool(q.get("follow"), "follow")
     tail = parse_int(q.get("tailLines"), "tailLines")
     limit = parse_int(q.get("limitBytes"), "limitBytes", minimum=1)
-    container = q.get("container") or None
+    container = container_param(q)
     if provider is None or not hasattr(provider, "job_logs"):
         raise NotFound(f"{rt.plural}/log", name)
     stream = _encoded(provider.job_logs(namespace, rt.kind, name, container, follow=follow, tail_lines=tail))

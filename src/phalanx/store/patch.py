@@ -16,8 +16,36 @@ from ..api.errors import BadRequest
 __all__ = ["merge_patch", "json_patch", "JsonPatchError", "json_equal"]
 
 
+# What a JSON patch may make of a document (values, plus characters of strings and
+# keys): "copy" can double a document per operation, so a small patch could
+# otherwise build gigabytes. Far above the largest object the store keeps.
+MAX_PATCHED_SIZE = 16 * 1024 * 1024
+
+
 class JsonPatchError(Exception):
-    """A well-formed JSON patch that cannot be applied (missing path, failed test)."""
+    """A well-formed JSON patch that cannot be applied (missing path, failed test).
+    ``index`` and ``pointer`` say which operation, once known."""
+
+    index: int | None = None
+    pointer: str | None = None
+
+
+def _size(value: Any, limit: int) -> int:
+    """Values plus string characters in ``value``; stops counting past ``limit``."""
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        v = stack.pop()
+        total += 1
+        if isinstance(v, str):
+            total += len(v)
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                total += len(k) if isinstance(k, str) else 0
+                stack.append(item)
+        elif isinstance(v, list):
+            stack.extend(v)
+    return total
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -132,42 +160,62 @@ def json_patch(target: Any, ops: Any) -> Any:
     if not isinstance(ops, list):
         raise BadRequest("json patch must be a list of operations")
     doc = copy.deepcopy(target)
+    size = _size(doc, MAX_PATCHED_SIZE)
     for i, op in enumerate(ops):
         if not isinstance(op, dict):
             raise BadRequest(f"json patch operation {i}: must be an object")
-        kind = op.get("op")
-        path = op.get("path")
-        tokens = _pointer(path, i)
-        if kind in ("add", "replace", "test") and "value" not in op:
-            raise BadRequest(f'json patch operation {i} ("{kind}"): missing "value"')
-        if kind == "add":
-            doc = _add(doc, tokens, copy.deepcopy(op["value"]), path)
-        elif kind == "remove":
-            doc, _ = _remove(doc, tokens, path)
-        elif kind == "replace":
-            # As the apiserver's json-patch library does (golden 58), replacing a
-            # missing key of an object adds it; a list index must exist.
-            if tokens and isinstance(_parent(doc, tokens, path), list):
-                doc, _ = _remove(doc, tokens, path)
-            doc = _add(doc, tokens, copy.deepcopy(op["value"]), path)
-        elif kind in ("move", "copy"):
-            src = op.get("from")
-            from_tokens = _pointer(src, i)
-            if kind == "move" and tokens[: len(from_tokens)] == from_tokens and tokens != from_tokens:
-                raise JsonPatchError(f'cannot move "{src}" into its own child "{path}"')
-            value = _get(doc, from_tokens, src)
-            if kind == "move":
-                if from_tokens == tokens:
-                    continue
-                doc, value = _remove(doc, from_tokens, src)
-            else:
-                value = copy.deepcopy(value)
-            doc = _add(doc, tokens, value, path)
-        elif kind == "test":
-            if not json_equal(_get(doc, tokens, path), op["value"]):
-                raise JsonPatchError(f'testing value "{path}" failed')
-        else:
-            raise BadRequest(f"json patch operation {i}: unsupported op {kind!r} "
-                             '(supported: "add", "remove", "replace", "move", "copy", "test")')
+        try:
+            doc, added = _apply(doc, op, i, MAX_PATCHED_SIZE - size)
+        except JsonPatchError as e:
+            e.index, e.pointer = i, op.get("path") if isinstance(op.get("path"), str) else None
+            raise
+        size += added
+        if size > MAX_PATCHED_SIZE:
+            e = JsonPatchError(f"json patch operation {i}: the patched object would exceed "
+                               f"{MAX_PATCHED_SIZE // 2**20} MiB")
+            e.index, e.pointer = i, op.get("path") if isinstance(op.get("path"), str) else None
+            raise e
     return doc
 
+
+def _apply(doc: Any, op: dict[str, Any], i: int, room: int) -> tuple[Any, int]:
+    """One operation; returns the document and how much it grew (an upper bound)."""
+    kind = op.get("op")
+    path = op.get("path")
+    tokens = _pointer(path, i)
+    if kind in ("add", "replace", "test") and "value" not in op:
+        raise BadRequest(f'json patch operation {i} ("{kind}"): missing "value"')
+    if kind == "add":
+        return _add(doc, tokens, copy.deepcopy(op["value"]), path), _size(op["value"], room)
+    if kind == "remove":
+        doc, _ = _remove(doc, tokens, path)
+        return doc, 0
+    if kind == "replace":
+        # As the apiserver's json-patch library does (golden 58), replacing a
+        # missing key of an object adds it; a list index must exist.
+        if tokens and isinstance(_parent(doc, tokens, path), list):
+            doc, _ = _remove(doc, tokens, path)
+        return _add(doc, tokens, copy.deepcopy(op["value"]), path), _size(op["value"], room)
+    if kind in ("move", "copy"):
+        src = op.get("from")
+        from_tokens = _pointer(src, i)
+        if kind == "move" and tokens[: len(from_tokens)] == from_tokens and tokens != from_tokens:
+            raise JsonPatchError(f'cannot move "{src}" into its own child "{path}"')
+        value = _get(doc, from_tokens, src)
+        added = 0
+        if kind == "move":
+            if from_tokens == tokens:
+                return doc, 0
+            doc, value = _remove(doc, from_tokens, src)
+        else:
+            added = _size(value, room)
+            if added > room:
+                return doc, added  # refused by the caller before anything is copied
+            value = copy.deepcopy(value)
+        return _add(doc, tokens, value, path), added
+    if kind == "test":
+        if not json_equal(_get(doc, tokens, path), op["value"]):
+            raise JsonPatchError(f'testing value "{path}" failed')
+        return doc, 0
+    raise BadRequest(f"json patch operation {i}: unsupported op {kind!r} "
+                     '(supported: "add", "remove", "replace", "move", "copy", "test")')

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..api.errors import AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Invalid, NotFound
+from ..api.manifest import MAX_DEPTH, ShapeError, normalize_json
 from ..api.registry import ResourceType, all_kinds, by_kind
 from ..client.selectors import field_values, parse_field_selector, parse_label_selector
 from ..clock import Clock, format_time, parse_time
 from .patch import JsonPatchError, json_equal, json_patch, merge_patch
-from .sqlite import SqliteBackend
+from .sqlite import DEFAULT_SYNCHRONOUS, SqliteBackend
 from .watch import History, HistoryEvent, Watcher
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,9 @@ Admission = Callable[[Obj, "Obj | None"], Obj]
 AdmissionPlugin = Callable[[str, Obj, "Obj | None"], "Obj | None"]
 
 DEFAULT_POD_GRACE_SECONDS = 30
+# The largest object a write may leave stored, as JSON: etcd's default request
+# limit (--max-request-bytes, 1.5 MiB), which bounds every object of a real cluster.
+MAX_OBJECT_BYTES = 1536 * 1024
 _GENERATE_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # apiserver's SimpleNameGenerator alphabet
 _MAX_NAME_LENGTH = 253
 # What the apiserver's create strategies put in a fresh object's status.
@@ -63,12 +67,26 @@ def gc_finalizers(policy: str | None, finalizers: list[str]) -> list[str]:
 
 class PatchRejected(Invalid):
     """A JSON patch that does not apply (e.g. a failed ``test``): 422 with the
-    apiserver's generic message; ``cause`` says what failed."""
+    apiserver's generic message; ``cause`` says what failed, and the one
+    field error (``patch[<operation>]``, the operation's path as the value)
+    says where, in ``details.causes``."""
 
-    def __init__(self, cause: str) -> None:
+    def __init__(self, cause: str, index: int | None = None, pointer: str | None = None) -> None:
         ApiError.__init__(self, "the server rejected our request due to an error in our request")
-        self.errors = []
         self.cause = cause
+        field = "patch" if index is None else f"patch[{index}]"
+        self.errors = [FieldError(field, "Invalid", cause, pointer if pointer is not None else "")]
+
+
+class ObjectTooLarge(ApiError):
+    """413: the object, decoded and defaulted, is larger than MAX_OBJECT_BYTES."""
+
+    code = 413
+    reason = "RequestEntityTooLarge"
+
+    def __init__(self, rt: ResourceType, name: str, size: int) -> None:
+        super().__init__(f'{rt.kind} "{name[:253]}" is too large: {size} bytes as stored, at most '
+                         f"{MAX_OBJECT_BYTES} ({MAX_OBJECT_BYTES / 2**20:g} MiB) can be stored")
 
 
 class PreconditionConflict(Conflict):
@@ -120,6 +138,7 @@ class Store:
         *,
         history_size: int = 10_000,
         max_pending: int = 50_000,
+        synchronous: str = DEFAULT_SYNCHRONOUS,
     ) -> None:
         self._clock = clock
         self._admission = admission
@@ -129,7 +148,8 @@ class Store:
         self._watchers: dict[str, weakref.WeakSet[Watcher]] = {k: weakref.WeakSet() for k in all_kinds()}
         self._max_pending = max_pending
         self._rv = 0
-        self._db = SqliteBackend(db_path) if db_path is not None else None
+        # ``synchronous``: FULL (default) fsyncs each commit, see store/sqlite.py.
+        self._db = SqliteBackend(db_path, synchronous) if db_path is not None else None
         if self._db is not None:
             self._load()
         # After a restart the history is empty: watches must start at or after the
@@ -282,6 +302,7 @@ class Store:
             rv = self._rv + 1
             obj["metadata"]["resourceVersion"] = str(rv)
             raw = self._serialize(obj)
+            self._check_size(rt, name, raw)
             self._commit_put(rt, ns, name, obj, raw, rv, "ADDED")
         except BaseException:
             self._notify_delete(obj)  # release what the plugins allocated
@@ -325,7 +346,7 @@ class Store:
         self._check_preconditions(rt, name, meta, old)
         new = json.loads(entry.raw)
         if "status" in obj:
-            new["status"] = obj["status"]
+            new["status"] = self._checked_status(rt, name, obj["status"])
         else:
             new.pop("status", None)
         new = self._run_plugins("update", new, self._plugin_old(entry, old))
@@ -363,7 +384,7 @@ class Store:
             try:
                 patched = json_patch(current, patch)
             except JsonPatchError as e:
-                raise PatchRejected(str(e)) from None
+                raise PatchRejected(str(e), e.index, e.pointer) from None
         else:
             raise BadRequest(f'unsupported patch type "{patch_type}" (supported: "merge", "json")')
         if not isinstance(patched, dict):
@@ -506,12 +527,17 @@ class Store:
             return json.loads(self._data[rt.kind][ns][name].raw)
         if self._should_delete_during_update(old_meta, meta):
             return json.loads(self._commit_remove(rt, ns, name, new))
-        return self._write_modified(rt, ns, name, new)
+        return self._write_modified(rt, ns, name, new, check_size=True)
 
-    def _write_modified(self, rt: ResourceType, ns: str | None, name: str, obj: Obj) -> Obj:
+    def _write_modified(self, rt: ResourceType, ns: str | None, name: str, obj: Obj,
+                        check_size: bool = False) -> Obj:
+        """Commit ``obj``. Client writes (``check_size``) are held to MAX_OBJECT_BYTES;
+        the store's own (deletion marks, bindings) are not, so anything stored can be deleted."""
         rv = self._rv + 1
         obj["metadata"]["resourceVersion"] = str(rv)
         raw = self._serialize(obj)
+        if check_size:
+            self._check_size(rt, name, raw)
         self._commit_put(rt, ns, name, obj, raw, rv, "MODIFIED")
         return json.loads(raw)
 
@@ -556,6 +582,22 @@ class Store:
     def _entry(self, kind: str, obj: Obj, raw: str, rv: int) -> _Entry:
         labels = obj.get("metadata", {}).get("labels")
         return _Entry(raw, rv, dict(labels) if isinstance(labels, dict) else {}, field_values(kind, obj))
+
+    @staticmethod
+    def _checked_status(rt: ResourceType, name: str, status: Any) -> Any:
+        """A status written apart from admission still gets admission's shape
+        rules (depth, value count, integer size), refused naming the field."""
+        try:
+            normalize_json({"status": status}, strip_nulls=False, max_depth=MAX_DEPTH)
+        except ShapeError as e:
+            raise _invalid(rt, name, FieldError(e.path or "status", "Invalid", e.detail, e.value_type)) from None
+        return status
+
+    @staticmethod
+    def _check_size(rt: ResourceType, name: str, raw: str) -> None:
+        size = len(raw.encode("utf-8")) if not raw.isascii() else len(raw)
+        if size > MAX_OBJECT_BYTES:
+            raise ObjectTooLarge(rt, name, size)
 
     @staticmethod
     def _serialize(obj: Obj) -> str:

@@ -1,0 +1,249 @@
+"""`phalanx operator` and `phalanx scheduler`: the job controller and the gang
+scheduler as processes of their own, over a ``KubeClient`` — against a
+Kubernetes cluster, or against ``phalanx up --no-controllers --no-scheduler``.
+
+Local runtime (``--local-runtime auto``): Nodes whose
+``status.nodeInfo.containerRuntimeVersion`` starts with ``phalanx://`` are
+Phalanx node agents, which run pods as processes on one machine, sharing its
+ports. Against those the operator builds pods as the embedded control plane
+does (host ports and Service addresses from the local network, the
+``phalanx.node.initwait`` init container); against real kubelets it builds
+them as the original does (DNS names, declared ports, the nslookup init
+container).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from ..api.errors import ApiError, NotFound
+from ..api.registry import JOB_KINDS
+from ..client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
+from ..client.kubeconfig import resolve
+from ..client.scoped import NamespaceScoped
+from ..clock import Clock
+from ..config import phalanx_home
+from ..controller.job.controller import JobController
+from ..controller.job.plan import ReconcileOptions
+from ..node.network import nss_wrapper_available
+from ..scheduler.config import SchedulerConfig
+from ..scheduler.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+PHALANX_RUNTIME_PREFIX = "phalanx://"
+INITWAIT_COMMAND = [sys.executable, "-m", "phalanx.node.initwait"]
+
+
+@dataclass
+class Connection:
+    """How to reach the API server (kubectl's flags)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    server: str | None = None
+    token: str | None = None
+    certificate_authority: str | None = None
+    in_cluster: bool | None = None
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+
+    def client(self, field_manager: str = "phalanx") -> KubeClient:
+        """A KubeClient; raises ``kubeconfig.ConfigError`` when nothing is usable.
+        ``$PHALANX_HOME/kubeconfig`` (what ``phalanx up`` writes) is the last resort."""
+        cfg = resolve(self.kubeconfig, self.context, server=self.server, token=self.token,
+                      ca_cert=self.certificate_authority, in_cluster=self.in_cluster,
+                      fallbacks=(phalanx_home() / "kubeconfig",))
+        return KubeClient(cfg, qps=self.qps, burst=self.burst, field_manager=field_manager)
+
+
+def parse_gang_scheduler(value: str | None) -> str | None:
+    """The original's ``--gang-scheduler-name``: empty or ``None`` disables gang scheduling."""
+    v = (value or "").strip()
+    return None if v == "" or v.lower() == "none" else v
+
+
+def parse_kinds(values: list[str] | None) -> list[str]:
+    """``--enable-scheme`` values (any case, kind or plural) to job kinds; all by default."""
+    if not values:
+        return list(JOB_KINDS)
+    out: list[str] = []
+    by_name = {k.lower(): k for k in JOB_KINDS} | {k.lower() + "s": k for k in JOB_KINDS}
+    for raw in values:
+        for v in raw.split(","):
+            v = v.strip().lower()
+            if not v:
+                continue
+            kind = by_name.get(v)
+            if kind is None:
+                raise ValueError(f'--enable-scheme: unsupported value "{v}": supported values: '
+                                 + ", ".join(f'"{k.lower()}"' for k in JOB_KINDS))
+            if kind not in out:
+                out.append(kind)
+    return out
+
+
+def is_phalanx_node(node: Any) -> bool:
+    status = node.get("status") if isinstance(node, dict) else None
+    info = status.get("nodeInfo") if isinstance(status, dict) else None
+    runtime = info.get("containerRuntimeVersion") if isinstance(info, dict) else None
+    return isinstance(runtime, str) and runtime.startswith(PHALANX_RUNTIME_PREFIX)
+
+
+def local_runtime_from_nodes(nodes: list[dict]) -> bool:
+    """True when there is at least one Node and every Node is a Phalanx node agent."""
+    return bool(nodes) and all(is_phalanx_node(n) for n in nodes)
+
+
+async def detect_local_runtime(client: Any, retry_cap: float = 5.0) -> bool:
+    """``--local-runtime auto``: read the Nodes; cluster mode when the server refuses
+    (no RBAC for Nodes). An unreachable server is waited for, not taken as an answer."""
+    delay = 0.2
+    while True:
+        try:
+            nodes = (await client.list("Node")).items
+        except ApiError as e:
+            if e.code in (429, 500, 502, 503, 504):
+                log.warning("operator: the API server is not answering (%s); retrying in %.1fs", e.message, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, retry_cap)
+                continue
+            log.info("operator: cannot list nodes (%s); assuming a Kubernetes cluster", e.message)
+            return False
+        return local_runtime_from_nodes(nodes)
+
+
+def reconcile_options(gang_scheduler: str | None, local_runtime: bool, *, cluster_domain: str | None = None,
+                      init_container_image: str = "alpine:3.10", init_container_max_tries: int = 100,
+                      default_backoff_limit: int = 0) -> ReconcileOptions:
+    """Cluster mode: DNS names, declared ports, the original's init container.
+    Local runtime: as the embedded control plane (``cluster.EmbeddedCluster``)."""
+    if local_runtime:
+        return ReconcileOptions(gang_scheduler=gang_scheduler, local_runtime=True,
+                                resolvable_names=nss_wrapper_available(),
+                                init_container_command=list(INITWAIT_COMMAND),
+                                default_backoff_limit=default_backoff_limit)
+    return ReconcileOptions(gang_scheduler=gang_scheduler, local_runtime=False, resolvable_names=True,
+                            init_container_command=None, default_backoff_limit=default_backoff_limit,
+                            cluster_domain=cluster_domain or None, init_container_image=init_container_image,
+                            init_container_max_tries=init_container_max_tries)
+
+
+async def podgroup_crd_missing(client: Any) -> str | None:
+    """The original exits when the PodGroup CRD is missing (``validateCRD``); say why."""
+    try:
+        await client.list("PodGroup", "default")
+    except NotFound:
+        return ("the PodGroup CRD (podgroups.scheduling.volcano.sh/v1beta1) is not installed: install Volcano, "
+                "or `phalanx install | kubectl apply -f -`, or run with --gang-scheduler-name ''")
+    except ApiError as e:
+        log.warning("operator: checking the PodGroup CRD: %s", e.message)
+    return None
+
+
+async def run_until_signalled(start: Callable[[], Awaitable[Any]], stop: Callable[[], Any],
+                              stop_event: asyncio.Event | None = None) -> None:
+    """Run ``start()`` until SIGTERM/SIGINT (or ``stop_event``), then ``stop()``."""
+    event = stop_event or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, event.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - not the main thread
+            pass
+    task = asyncio.create_task(start())
+    waiter = asyncio.create_task(event.wait())
+    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    res = stop()
+    if asyncio.iscoroutine(res):
+        await res
+    waiter.cancel()
+    try:
+        await asyncio.wait_for(task, 10)
+    except asyncio.TimeoutError:
+        task.cancel()
+    if task in done and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+
+
+@dataclass
+class OperatorSettings:
+    gang_scheduler: str | None = "volcano"
+    namespace: str | None = None
+    kinds: tuple[str, ...] = JOB_KINDS
+    workers: int = 1
+    local_runtime: str = "auto"  # auto | true | false
+    cluster_domain: str | None = None
+    init_container_image: str = "alpine:3.10"
+    init_container_max_tries: int = 100
+    default_backoff_limit: int = 0
+
+
+async def run_operator(conn: Connection, settings: OperatorSettings, say: Callable[[str], None],
+                       stop_event: asyncio.Event | None = None) -> int:
+    """The job controller until signalled; 1 when it cannot start."""
+    client = conn.client("training-operator")
+    try:
+        scoped: Any = NamespaceScoped(client, settings.namespace) if settings.namespace else client
+        if settings.local_runtime == "auto":
+            local = await detect_local_runtime(client)
+        else:
+            local = settings.local_runtime == "true"
+        if settings.gang_scheduler:
+            why = await podgroup_crd_missing(scoped)
+            if why:
+                say(f"error: {why}")
+                return 1
+        options = reconcile_options(settings.gang_scheduler, local, cluster_domain=settings.cluster_domain,
+                                    init_container_image=settings.init_container_image,
+                                    init_container_max_tries=settings.init_container_max_tries,
+                                    default_backoff_limit=settings.default_backoff_limit)
+        jobs = JobController(scoped, Clock(), options, kinds=settings.kinds, workers=settings.workers)
+        say(f"phalanx operator: {client.server}; kinds {', '.join(settings.kinds)}; "
+            f"gang scheduler {settings.gang_scheduler or 'off'}; "
+            f"namespace {settings.namespace or 'all'}; "
+            f"runtime {'local (Phalanx nodes)' if local else 'Kubernetes'}")
+        await run_until_signalled(jobs.run, jobs.stop, stop_event)
+        return 0
+    finally:
+        await client.close()
+
+
+@dataclass
+class SchedulerSettings:
+    scheduler_name: str = "volcano"
+    default_queue: str = "default"
+    period: float = 1.0
+
+
+async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Callable[[str], None],
+                        stop_event: asyncio.Event | None = None) -> int:
+    """The gang scheduler until signalled: schedules pods whose schedulerName is its own."""
+    client = conn.client("phalanx-scheduler")
+    try:
+        config = SchedulerConfig(scheduler_name=settings.scheduler_name, default_queue=settings.default_queue)
+        sched = Scheduler(client, Clock(), config, name=settings.scheduler_name, period=settings.period)
+        say(f"phalanx scheduler: {client.server}; scheduler name {settings.scheduler_name}; "
+            f"default queue {settings.default_queue}")
+        await run_until_signalled(sched.run, sched.stop, stop_event)
+        return 0
+    finally:
+        await client.close()
+
+
+def configure_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx2", "httpcore2", "httpx", "httpcore"):  # one line per request: only with -vv
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
+
+
+def env_cluster_domain() -> str | None:
+    """The original reads ``CUSTOM_CLUSTER_DOMAIN`` from its environment."""
+    return os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None

@@ -1,0 +1,113 @@
+"""Everything a cluster needs for Phalanx, as objects in apply order.
+
+``phalanx install`` prints them (``| kubectl apply -f -``) or applies them.
+Two gang options:
+
+- ``scheduler=True`` (default, no Volcano on the cluster): the Volcano CRDs
+  (PodGroup, Queue) and ``phalanx scheduler`` as a secondary scheduler named
+  ``scheduler_name``; the operator gives its pods that schedulerName.
+- ``scheduler=False`` (Volcano installed): Volcano provides the PodGroup and
+  Queue CRDs and schedules; only the Kubeflow CRDs and the operator are added
+  (``volcano_crds=True`` adds the Volcano CRDs anyway).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from .. import __version__
+from .crds import crd
+from .rbac import OPERATOR_RULES, SCHEDULER_RULES, cluster_role, cluster_role_binding
+
+DEFAULT_IMAGE = f"ghcr.io/phalanx-dev/phalanx:{__version__}"
+DEFAULT_NAMESPACE = "phalanx-system"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABELS = {"app.kubernetes.io/part-of": "phalanx"}
+
+
+@dataclass(frozen=True)
+class InstallOptions:
+    namespace: str = DEFAULT_NAMESPACE
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+    scheduler: bool = True
+    scheduler_name: str = "volcano"
+    volcano_crds: bool | None = None  # None: with the scheduler
+    operator_args: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        """Raise ValueError naming the option and the rule."""
+        if len(self.namespace) > 63 or not _DNS_LABEL.match(self.namespace):
+            raise ValueError(f"--namespace: must be a DNS label (lowercase letters, digits, '-'), "
+                             f"got {self.namespace!r}")
+        if not self.image or any(c.isspace() for c in self.image):
+            raise ValueError(f"--image: must be a non-empty image reference without spaces, got {self.image!r}")
+        if self.image_pull_policy not in ("Always", "IfNotPresent", "Never"):
+            raise ValueError(f'--image-pull-policy: unsupported value "{self.image_pull_policy}": supported '
+                             'values: "Always", "IfNotPresent", "Never"')
+        if not self.scheduler_name or any(c.isspace() for c in self.scheduler_name):
+            raise ValueError(f"--scheduler-name: must be non-empty without spaces, got {self.scheduler_name!r}")
+
+
+def _deployment(name: str, namespace: str, image: str, pull: str, args: list[str]) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": name, **LABELS}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},  # one instance at a time: no leader election
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": name,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": name, "image": image, "imagePullPolicy": pull,
+                        "command": ["phalanx", *args],
+                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                                      "limits": {"cpu": "1", "memory": "512Mi"}},
+                        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}},
+                    }],
+                },
+            },
+        },
+    }
+
+
+def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
+    """CRDs, Namespace, ServiceAccounts, ClusterRoles and bindings, Deployments."""
+    o = opts or InstallOptions()
+    o.check()
+    ns = o.namespace
+    volcano_crds = o.scheduler if o.volcano_crds is None else o.volcano_crds
+    objs: list[dict[str, Any]] = [crd("PyTorchJob"), crd("TFJob")]
+    if volcano_crds:
+        objs += [crd("PodGroup"), crd("Queue")]
+    objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": dict(LABELS)}})
+    parts = [("phalanx-operator", OPERATOR_RULES,
+              ["operator", "--in-cluster", "--local-runtime=false", f"--gang-scheduler-name={o.scheduler_name}",
+               *o.operator_args])]
+    if o.scheduler:
+        parts.append(("phalanx-scheduler", SCHEDULER_RULES,
+                      ["scheduler", "--in-cluster", f"--scheduler-name={o.scheduler_name}"]))
+    for name, _, _ in parts:
+        objs.append({"apiVersion": "v1", "kind": "ServiceAccount",
+                     "metadata": {"name": name, "namespace": ns, "labels": dict(LABELS)}})
+    for name, rules, _ in parts:
+        objs.append(cluster_role(name, rules, LABELS))
+        objs.append(cluster_role_binding(name, name, name, ns, LABELS))
+    for name, _, args in parts:
+        objs.append(_deployment(name, ns, o.image, o.image_pull_policy, args))
+    return objs
+
+
+def to_yaml(objs: list[dict[str, Any]]) -> str:
+    """A multi-document YAML stream, as ``kubectl apply -f -`` reads it."""
+    return "".join("---\n" + yaml.safe_dump(o, sort_keys=False, width=120) for o in objs)

@@ -1,0 +1,57 @@
+"""Least-privilege ClusterRoles for the operator and the scheduler.
+
+Each rule is what the process's client calls need, nothing more (the
+operator runs with ``--local-runtime=false`` in a cluster, so it never lists
+Nodes):
+
+- operator: jobs get/list/watch/update/delete (TTL deletes the job; update
+  only through ``/status``, so ``update``/``patch`` are on the status
+  subresource), pods and Services get/list/watch/create/delete (pods also
+  ``patch``: the no-restart marks), PodGroups get/list/watch/create/update/
+  delete, Events create/patch;
+- scheduler: Nodes get/list/watch, pods get/list/watch, ``pods/binding``
+  create, ``pods/status`` update/patch (the PodScheduled condition),
+  PodGroups get/list/watch/update (no status subresource: whole object),
+  Queues get/list/watch/create (root and default) and ``queues/status``
+  update, Events create/patch.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+READ = ["get", "list", "watch"]
+
+OPERATOR_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "tfjobs"], "verbs": [*READ, "delete"]},
+    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs/status", "tfjobs/status"],
+     "verbs": ["get", "update", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "create", "delete", "patch"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": [*READ, "create", "delete"]},
+    {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"],
+     "verbs": [*READ, "create", "update", "delete"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+SCHEDULER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": READ},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": READ},
+    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update", "patch"]},
+    {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": [*READ, "update"]},
+    {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": [*READ, "create"]},
+    {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues/status"], "verbs": ["update"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def cluster_role(name: str, rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": dict(labels)}, "rules": [dict(r) for r in rules]}
+
+
+def cluster_role_binding(name: str, role: str, service_account: str, namespace: str,
+                         labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": dict(labels)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]}

@@ -1,0 +1,421 @@
+"""The split deployment, as on a cluster: the API server (`phalanx up
+--no-controllers --no-scheduler`, whose node agent plays kubelet), `phalanx
+operator` and `phalanx scheduler` as three processes talking HTTPS through the
+kubeconfig. The seed scenarios P1, T1, P2, P4 and P7 (durations scaled) reach
+the results the all-in-one mode reaches — P1 is run in both modes and compared
+object for object — and killing the operator and the scheduler mid-job and
+starting them again changes nothing.
+
+One plane serves the module; every test removes its job before the next.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+import yaml
+
+from phalanx.api.errors import Forbidden, NotFound
+from phalanx.client.kube import KubeClient
+from phalanx.client.kubeconfig import from_kubeconfig
+from phalanx.cluster import EmbeddedCluster
+from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
+
+from ..scenarios.conftest import Recorder, job_state, load_example, scaled, wait_until
+from ..scenarios.test_failures import (
+    BACKOFF_MSG, condition, get, pytorch, restarts, script, wait_job, wait_nothing_left,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+PHALANX = [sys.executable, "-m", "phalanx.cli.main"]
+ROOT = Path(__file__).resolve().parents[2]
+PT_PODS = ["pytest-master-0", "pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
+TF_PODS = ["tftest-ps-0", "tftest-worker-0", "tftest-worker-1", "tftest-worker-2"]
+NODE = {"name": "las1", "cpu": 16, "memory": "64Gi"}
+
+
+class SplitPlane:
+    """The API server (background `phalanx up`) and the operator and scheduler processes."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.env = dict(os.environ, PHALANX_HOME=str(home))
+        self.kubeconfig = home / "kubeconfig"
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        r = subprocess.run([*PHALANX, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+        assert r.returncode == 0, f"phalanx {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
+        return r
+
+    def log(self, what: str) -> Path:
+        return self.home / f"{what}.log"
+
+    def start(self, what: str) -> None:
+        """Start `phalanx operator|scheduler` and wait until it has connected."""
+        assert what not in self.procs or self.procs[what].poll() is not None, f"{what} already running"
+        marker = f"phalanx {what}: "
+        before = self.log(what).read_text().count(marker) if self.log(what).exists() else 0
+        with open(self.log(what), "ab") as out:
+            self.procs[what] = subprocess.Popen(
+                [*PHALANX, what, "--kubeconfig", str(self.kubeconfig), "-v"], env=self.env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+        deadline = time.monotonic() + 20
+        while self.log(what).read_text().count(marker) <= before:
+            proc = self.procs[what]
+            assert proc.poll() is None, f"{what} exited with {proc.returncode}:\n{self.log(what).read_text()}"
+            assert time.monotonic() < deadline, f"{what} did not connect:\n{self.log(what).read_text()}"
+            time.sleep(0.05)
+
+    def stop(self, what: str, sig: int = signal.SIGTERM) -> int:
+        proc = self.procs.pop(what)
+        proc.send_signal(sig)
+        return proc.wait(timeout=20)
+
+    def client(self) -> KubeClient:
+        return KubeClient(from_kubeconfig(self.kubeconfig), qps=0)
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory):
+    home = tmp_path_factory.mktemp("split") / "home"
+    home.mkdir()
+    (home / "cluster.yaml").write_text(yaml.safe_dump({
+        "nodes": [NODE], "agent": {"backoffBase": 0.2, "backoffCap": 2}}))
+    p = SplitPlane(home)
+    r = p.cli("up", "--no-controllers", "--no-scheduler")
+    assert r.stdout == f"export KUBECONFIG={p.kubeconfig}\n"
+    try:
+        p.start("scheduler")
+        p.start("operator")
+        yield p
+    finally:
+        for what in list(p.procs):
+            with contextlib.suppress(Exception):
+                p.stop(what)
+        subprocess.run([*PHALANX, "down"], env=p.env, capture_output=True, timeout=60)
+
+
+@contextlib.asynccontextmanager
+async def recording(client) -> AsyncIterator[Recorder]:
+    """Watch rows of jobs, PodGroups and pods from now on (the scenario recorder)."""
+    rec = Recorder()
+    rv = (await client.list("Pod", "default")).resource_version
+
+    async def pump(kind: str) -> None:
+        async for ev in client.watch(kind, "default", resource_version=rv):
+            if ev.type != "BOOKMARK":
+                rec.add(kind, ev.object, ev.type == "DELETED")
+
+    tasks = [asyncio.create_task(pump(k)) for k in ("PyTorchJob", "TFJob", "PodGroup", "Pod")]
+    await asyncio.sleep(0.1)
+    try:
+        yield rec
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.fixture
+async def kube(plane):
+    c = plane.client()
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+async def remove_job(c, kind: str, name: str) -> None:
+    """Delete the job and wait until nothing of it (pods, Services, PodGroup) is left."""
+    job = await get(c, kind, name)
+    if job is None:
+        return
+    with contextlib.suppress(NotFound):
+        await c.delete(kind, name, "default")
+    await wait_until(lambda: _absent(c, kind, name), 20, f"{kind} {name} deleted")
+    await wait_nothing_left(c, job, 20)
+
+
+async def _absent(c, kind, name) -> bool:
+    return await get(c, kind, name) is None
+
+
+# ---------------------------------------------------------------- P1 in both modes
+
+
+def _normalize_pod(pod: dict, master_address: str | None) -> dict:
+    """What the operator decided about a pod; server-assigned identity, placement and
+    the local network's address for the master are neutralized."""
+    meta = pod["metadata"]
+    spec = copy.deepcopy(pod["spec"])
+    spec.pop("nodeName", None)
+    text = json.dumps(spec)
+    if master_address:
+        text = text.replace(json.dumps(master_address), '"<master address>"')
+    return {
+        "name": meta["name"], "labels": meta.get("labels"), "annotations": meta.get("annotations"),
+        "finalizers": meta.get("finalizers"),
+        "ownerReferences": [{k: v for k, v in r.items() if k != "uid"} for r in meta.get("ownerReferences") or []],
+        "spec": json.loads(text),
+    }
+
+
+async def run_p1(c, rec: Recorder) -> dict:
+    """P1 on any client: the seed job (2 s) to Succeeded; what both modes must agree on."""
+    created = await c.create(scaled(load_example("pytorchjob.yaml")[0], 2))
+
+    async def done():
+        j = await c.get("PyTorchJob", "pytest", "default")
+        if job_state(j) != "Succeeded":
+            return False
+        pods = [p for p in (await c.list("Pod", "default")).items if p["metadata"]["name"] in PT_PODS]
+        return len(pods) == 4 and all(p["status"].get("phase") == "Succeeded" for p in pods)
+
+    await wait_until(done, 40, "job Succeeded and every pod Completed")
+    await wait_until(lambda: rec.states("PodGroup", "pytest")[-1:] == ["<deleted>"], 10, "PodGroup deleted")
+    job = await c.get("PyTorchJob", "pytest", "default")
+    master_svc = await c.get("Service", "pytest-master-0", "default")
+    address = (master_svc["metadata"].get("annotations") or {}).get("phalanx.dev/address")
+    pods = {p["metadata"]["name"]: p for p in (await c.list("Pod", "default")).items
+            if any(r.get("uid") == created["metadata"]["uid"] for r in p["metadata"].get("ownerReferences") or [])}
+    services = {s["metadata"]["name"]: {"labels": s["metadata"].get("labels"),
+                                        "spec": {k: s["spec"].get(k) for k in ("clusterIP", "selector", "ports")}}
+                for s in (await c.list("Service", "default")).items if s["metadata"]["name"].startswith("pytest-")}
+    return {
+        "job states": rec.states("PyTorchJob", "pytest"),
+        "conditions": [(x["type"], x["status"], x["reason"], x["message"]) for x in job["status"]["conditions"]],
+        "replicaStatuses": job["status"].get("replicaStatuses"),
+        "restartCount": restarts(job),
+        "podgroup states": rec.states("PodGroup", "pytest")[:3] + rec.states("PodGroup", "pytest")[-1:],
+        "pod restarts": {n: rec.restarts.get(n, 0) for n in PT_PODS},
+        "pod instances": {n: len(rec.uids.get(n, [])) for n in PT_PODS},
+        "final pod states": {n: rec.states("Pod", n)[-1] for n in PT_PODS},
+        "pods": {n: _normalize_pod(p, address) for n, p in sorted(pods.items())},
+        "services": services,
+        "nodes": sorted({p["spec"].get("nodeName") for p in pods.values()}),
+    }
+
+
+async def test_p1_split_reaches_the_all_in_one_result_object_for_object(plane, kube, tmp_path):
+    cfg = ClusterConfig(nodes=[NodeConfig("las1", 16, 64 * 1024**3)],
+                        agent=AgentSettings(backoff_base=0.2, backoff_cap=2.0),
+                        operator=OperatorSettings(default_backoff_limit=0))
+    aio = EmbeddedCluster(tmp_path / "aio", cfg, persist=False)
+    await aio.start()
+    try:
+        async with recording(aio.client) as rec:
+            expected = await run_p1(aio.client, rec)
+    finally:
+        await aio.stop(kill_pods=True)
+
+    async with recording(kube) as rec:
+        got = await run_p1(kube, rec)
+    try:
+        assert expected["job states"] == ["", "Created", "Running", "Succeeded"]
+        assert expected["podgroup states"] == ["", "Inqueue", "Running", "<deleted>"]
+        for key in expected:
+            assert got[key] == expected[key], key
+        # The pods are the operator's, field for field, as the original builds them (reference §4.2, §7).
+        master = got["pods"]["pytest-master-0"]
+        assert master["annotations"] == {"scheduling.k8s.io/group-name": "pytest", "volcano.sh/task-spec": "master"}
+        assert master["spec"]["schedulerName"] == "volcano" and master["spec"]["restartPolicy"] == "OnFailure"
+        assert master["ownerReferences"] == [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                              "name": "pytest", "controller": True, "blockOwnerDeletion": True}]
+    finally:
+        await remove_job(kube, "PyTorchJob", "pytest")
+
+
+# ---------------------------------------------------------------- T1, P2, P4, P7
+
+
+async def test_t1_tfjob_succeeds(plane, kube):
+    # As tests/scenarios/test_tfjob_seed.py::test_t1_normal_run.
+    async with recording(kube) as rec:
+        try:
+            await kube.create(scaled(load_example("tfjob.yaml")[0], 2))
+            pg = await wait_until(lambda: get(kube, "PodGroup", "tftest"), 10, "PodGroup")
+            assert (pg["spec"]["minMember"], pg["spec"]["queue"]) == (4, "default")
+            await wait_job(kube, rec, "TFJob", "tftest", "Succeeded", 40)
+            await wait_until(lambda: rec.states("PodGroup", "tftest")[-1:] == ["<deleted>"], 10, "PodGroup deleted")
+            assert rec.states("TFJob", "tftest") == ["", "Created", "Running", "Succeeded"]
+            assert rec.first_time("TFJob", "tftest", "Succeeded") >= rec.first_time("Pod", "tftest-worker-0",
+                                                                                   "Completed")
+            j = await kube.get("TFJob", "tftest", "default")
+            assert j["status"]["conditions"][-1]["message"] == "TFJob default/tftest successfully completed."
+            pods = {p["metadata"]["name"] for p in (await kube.list("Pod", "default")).items}
+            assert pods == set(TF_PODS)
+            # (the PS, restartPolicy Always, may restart in place after its clean exit, in either mode)
+            assert all(rec.restarts.get(n, 0) == 0 for n in TF_PODS[1:])
+        finally:
+            await remove_job(kube, "TFJob", "tftest")
+
+
+async def test_p2_queue_capability_blocks_and_raising_it_lets_the_job_run(plane, kube):
+    # As tests/scenarios/test_pytorchjob_seed.py::test_p2_...: the split scheduler made the queue.
+    q = await wait_until(lambda: get(kube, "Queue", "default", None), 10, "default queue")
+    q["spec"]["capability"] = {"cpu": 2}
+    await kube.update(q)
+    try:
+        await kube.create(scaled(load_example("pytorchjob.yaml")[0], 1))
+
+        async def refused():
+            pg = await get(kube, "PodGroup", "pytest")
+            conds = (pg or {}).get("status", {}).get("conditions") or []
+            return pg if any(x.get("type") == "Unschedulable" and x.get("status") == "True" for x in conds) else None
+
+        pg = await wait_until(refused, 15, "PodGroup Unschedulable for queue capability")
+        msg = next(x["message"] for x in pg["status"]["conditions"] if x["type"] == "Unschedulable")
+        assert 'queue "default"' in msg and "cpu" in msg, msg
+        await asyncio.sleep(1.2)  # more than one scheduling period: nothing may start meanwhile
+        pods = (await kube.list("Pod", "default")).items
+        assert all(not p["spec"].get("nodeName") for p in pods)
+        assert job_state(await kube.get("PyTorchJob", "pytest", "default")) == "Created"
+        await kube.patch("Queue", "default", None, {"spec": {"capability": {"cpu": 8}}})
+        await wait_until(lambda: _state_is(kube, "Succeeded"), 40, "job Succeeded after raising capability")
+    finally:
+        await kube.patch("Queue", "default", None, {"spec": {"capability": None}})
+        await remove_job(kube, "PyTorchJob", "pytest")
+
+
+async def _state_is(c, state: str) -> bool:
+    return job_state(await c.get("PyTorchJob", "pytest", "default")) == state
+
+
+async def test_p4_rejected_by_the_api_servers_admission_nothing_stored(plane, kube):
+    # The embedded API server runs the operator's webhook rules at admission (on a cluster: the
+    # CRD's validation rule, see tests/unit/test_install.py); nothing reaches the operator.
+    job = load_example("pytorchjob.yaml")[0]
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+    with pytest.raises(Forbidden) as e:
+        await kube.create(job)
+    assert e.value.message == ('admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied the '
+                               'request: spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1')
+    assert (await kube.list("PyTorchJob", "default")).items == []
+    assert (await kube.list("PodGroup", "default")).items == []
+
+
+async def test_p7_master_fails_backoff_limit_3_allows_exactly_3_restarts(plane, kube):
+    # As tests/scenarios/test_failures.py::test_p7_...
+    async with recording(kube) as rec:
+        try:
+            created = await kube.create(pytorch(0.9, master=script("sleep 0.6 & wait && exit 1")))
+            j = await wait_job(kube, rec, "PyTorchJob", "pytest", "Failed", 40)
+            assert rec.states("PyTorchJob", "pytest") == ["", "Created", "Running", "Failed"]
+            failed = condition(j, "Failed")
+            assert (failed["reason"], failed["message"]) == ("BackoffLimitExceeded", BACKOFF_MSG.format("pytest"))
+            assert restarts(j, "Master") == restarts(j) == 4
+            assert restarts(j, "Worker") == 0
+            await wait_nothing_left(kube, created, 20)
+            assert rec.restarts["pytest-master-0"] == 3
+            assert len(rec.uids["pytest-master-0"]) == 1
+            for w in PT_PODS[1:]:
+                assert "Completed" in rec.states("Pod", w)
+                assert rec.restarts.get(w, 0) == 0
+        finally:
+            await remove_job(kube, "PyTorchJob", "pytest")
+
+
+# ---------------------------------------------------------------- restarts mid-job
+
+
+async def test_killing_operator_and_scheduler_mid_job_changes_nothing(plane, kube):
+    plane.stop("scheduler", signal.SIGKILL)
+    async with recording(kube) as rec:
+        try:
+            await kube.create(scaled(load_example("pytorchjob.yaml")[0], 3))
+            pg = await wait_until(lambda: get(kube, "PodGroup", "pytest"), 10, "PodGroup created")
+            await asyncio.sleep(1.0)  # no scheduler: the gang waits, no pod exists
+            assert not (await kube.get("PodGroup", "pytest", "default")).get("status", {}).get("phase")
+            assert (await kube.list("Pod", "default")).items == []
+            plane.start("scheduler")
+            await wait_job(kube, rec, "PyTorchJob", "pytest", "Running", 20)
+            # Both controllers die at once while every pod runs, and come back.
+            plane.stop("operator", signal.SIGKILL)
+            plane.stop("scheduler", signal.SIGKILL)
+            await asyncio.sleep(1.0)
+            plane.start("operator")
+            plane.start("scheduler")
+            j = await wait_job(kube, rec, "PyTorchJob", "pytest", "Succeeded", 40)
+            await wait_until(lambda: rec.states("PodGroup", "pytest")[-1:] == ["<deleted>"], 10, "PodGroup deleted")
+            await wait_until(lambda: all(rec.states("Pod", n)[-1:] == ["Completed"] for n in PT_PODS), 10,
+                             "every pod Completed")
+            assert rec.states("PyTorchJob", "pytest") == ["", "Created", "Running", "Succeeded"]
+            assert [(x["type"], x["status"], x["reason"]) for x in j["status"]["conditions"]] == [
+                ("Created", "True", "PyTorchJobCreated"), ("Running", "False", "PyTorchJobRunning"),
+                ("Succeeded", "True", "PyTorchJobSucceeded")]
+            assert restarts(j) == 0
+            for n in PT_PODS:  # nothing recreated, nothing restarted
+                assert len(rec.uids[n]) == 1 and rec.restarts.get(n, 0) == 0, n
+            assert rec.states("PodGroup", "pytest")[:3] == ["", "Inqueue", "Running"]
+            assert pg["metadata"]["uid"]
+        finally:
+            if "scheduler" not in plane.procs:
+                plane.start("scheduler")
+            if "operator" not in plane.procs:
+                plane.start("operator")
+            await remove_job(kube, "PyTorchJob", "pytest")
+
+
+# ---------------------------------------------------------------- phalanx install | kubectl apply
+
+
+def test_install_through_kubectl_then_the_seed_manifests_are_accepted(plane):
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.fail("kubectl is not on PATH: it is part of the machine image (1.32) and this test needs the real "
+                    "one", pytrace=False)
+    env = dict(plane.env, KUBECONFIG=str(plane.kubeconfig))
+    manifest = plane.cli("install").stdout
+    r = subprocess.run([kubectl, "apply", "-f", "-"], input=manifest, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org created",
+        "customresourcedefinition.apiextensions.k8s.io/tfjobs.kubeflow.org created",
+        "customresourcedefinition.apiextensions.k8s.io/podgroups.scheduling.volcano.sh created",
+        "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh created",
+        "namespace/phalanx-system created",
+        "serviceaccount/phalanx-operator created",
+        "serviceaccount/phalanx-scheduler created",
+        "clusterrole.rbac.authorization.k8s.io/phalanx-operator created",
+        "clusterrolebinding.rbac.authorization.k8s.io/phalanx-operator created",
+        "clusterrole.rbac.authorization.k8s.io/phalanx-scheduler created",
+        "clusterrolebinding.rbac.authorization.k8s.io/phalanx-scheduler created",
+        "deployment.apps/phalanx-operator created",
+        "deployment.apps/phalanx-scheduler created"]
+    # Applying again changes nothing; a new image is a strategic-merge patch of the Deployments.
+    r = subprocess.run([kubectl, "apply", "-f", "-"], input=manifest, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and all(line.endswith(" unchanged") for line in r.stdout.splitlines()), r
+    newer = plane.cli("install", "--image", "registry.example/phalanx:2").stdout
+    r = subprocess.run([kubectl, "apply", "-f", "-"], input=newer, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "deployment.apps/phalanx-operator configured" in r.stdout, r
+    r = subprocess.run([kubectl, "get", "deploy", "-n", "phalanx-system", "phalanx-operator", "-o",
+                        "jsonpath={.spec.template.spec.containers[0].image}"], env=env, capture_output=True,
+                       text=True, timeout=30)
+    assert r.stdout == "registry.example/phalanx:2"
+    # The seed manifests: every job is accepted (server-side dry run: nothing starts), the queue applied.
+    seeds = [ROOT / "examples" / "pytorchjob.yaml", ROOT / "examples" / "tfjob.yaml",
+             *sorted((ROOT / "examples" / "seeds").glob("*.yaml"))]
+    for f in seeds:
+        docs = [d for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") != "Queue"]
+        r = subprocess.run([kubectl, "apply", "--dry-run=server", "-f", "-"], input=yaml.safe_dump_all(docs),
+                           env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.strip().endswith("created (server dry run)"), (f.name, r)
+    r = subprocess.run([kubectl, "apply", "-f", str(ROOT / "examples" / "queue.yaml")], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("queue.scheduling.volcano.sh/default "), r
