@@ -16,7 +16,7 @@ from typing import Any
 from .api.admission import admit
 from .client.local import LocalClient
 from .clock import Clock
-from .config import ClusterConfig, load_config
+from .config import ClusterConfig, load_config, make_private_dir
 from .controller.gc import GarbageCollector
 from .controller.job.controller import JobController
 from .controller.job.plan import ReconcileOptions
@@ -53,7 +53,7 @@ class EmbeddedCluster:
         scheduler: bool = True,
     ) -> None:
         self.home = Path(home)
-        self.home.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.home)
         self.config = config or load_config(home=self.home)
         self.clock = clock or Clock()
         self.store = Store(self.home / "state.db" if persist else None, self.clock, admission=admit)

@@ -45,6 +45,18 @@ class ConfigError(ValueError):
     """A cluster config that cannot be used; the message names the field."""
 
 
+def make_private_dir(path: Path) -> None:
+    """Create the state directory 0700 (pod logs, SQLite state and credentials live
+    there); tighten an existing one we own so other local users cannot read it."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        st = path.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError:
+        pass
+
+
 def phalanx_home() -> Path:
     env = os.environ.get("PHALANX_HOME")
     if env:

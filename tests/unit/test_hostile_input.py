@@ -519,6 +519,7 @@ def object_requests(draw: Any) -> tuple[str, str, bytes, str, tuple | None]:
 @given(object_requests())
 @example(("POST", JOBS, ("apiVersion: v1\nkind: Pod\n" + BOMB).encode(), "application/yaml", None))
 @example(("POST", JOBS, b"[" * 100000 + b"]" * 100000, "application/json", None))
+@example(("PUT", JOBS + "/pytest", b'{"": ' + b"7" * 400 + b"}", "application/json", None))  # fuzz_api.py: no path
 def test_http_create_and_update_bodies(server: ApiServer, case: tuple) -> None:
     method, path, body, ctype, mutated = case
     if mutated is not None and method == "PUT" and mutated[:2] == ("metadata", "name"):

@@ -250,6 +250,10 @@ def _render_loc(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, str,
             path += f"[{el}]"
             dotted += f"[{el}]"
             t = _item_type(t)
+        elif el == "":  # a field named "" still gets a path that can be read
+            path += '[""]'
+            dotted += '[""]'
+            t = None
         elif isinstance(t, type) and issubclass(t, BaseModel):
             sep = "." if path else ""
             path += sep + str(el)

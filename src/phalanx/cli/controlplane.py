@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from ..cluster import EmbeddedCluster
-from ..config import ClusterConfig, load_config, phalanx_home
+from ..config import make_private_dir, ClusterConfig, load_config, phalanx_home
 
 if TYPE_CHECKING:
     from ..client.http import HttpClient
@@ -210,7 +210,7 @@ def start_daemon(home: Path, port: int = 0, timeout: float = 20.0, *,
     """Start ``phalanx serve`` in the background and wait until it answers.
     ``controllers``/``scheduler`` False leave the job controller / the gang
     scheduler out (``phalanx operator`` / ``phalanx scheduler`` run them)."""
-    home.mkdir(parents=True, exist_ok=True)
+    make_private_dir(home)
     log = open(home / "controlplane.log", "ab")
     env = dict(os.environ, PHALANX_HOME=str(home))
     flags = [*([] if controllers else ["--no-controllers"]), *([] if scheduler else ["--no-scheduler"])]
