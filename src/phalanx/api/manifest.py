@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from .errors import BadRequest
+from .meta import json_type_name
 
 MAX_DOCUMENT_BYTES = 3 * 1024 * 1024  # the apiserver's request size limit
 MAX_TEXT_BYTES = 32 * 1024 * 1024
@@ -249,21 +250,9 @@ def _check_duplicate_keys(node: yaml.MappingNode) -> None:
 
 
 def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, dict):
-        return "a mapping"
-    if isinstance(v, (list, tuple)):
-        return "a list"
-    return type(v).__name__
+    """The JSON type name (as the apiserver says it), in YAML words for containers."""
+    name = json_type_name(v)
+    return {"object": "a mapping", "array": "a list"}.get(name, name)
 
 
 def normalize_json(value: Any, *, strip_nulls: bool = True, max_depth: int = MAX_DEPTH,
