@@ -188,7 +188,7 @@ async def test_only_objects_controlled_by_the_job_are_handed_to_the_core(monkeyp
     jc.pods = FakeInformer(mine, stranger)
     seen = {}
 
-    def spy(job, pods, services, podgroup, now, fw, options):
+    def spy(job, pods, services, podgroup, now, fw, options, others=None):
         seen["pods"] = [p["metadata"]["name"] for p in pods]
         return Plan()
 

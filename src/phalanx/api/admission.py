@@ -93,6 +93,7 @@ _KINDS: dict[str, _Kind] = {
     "Node": _Kind(core.Node, name_is_dns1123_subdomain),
     "Namespace": _Kind(core.Namespace, name_is_dns1123_label, default=_default_namespace),
     "Event": _Kind(core.Event, name_is_dns1123_subdomain),
+    "ConfigMap": _Kind(core.ConfigMap, name_is_dns1123_subdomain),
     "PyTorchJob": _Kind(kubeflow.PyTorchJob, name_is_dns1123_subdomain,
                         default=_default_job(kubeflow.PYTORCH), validate=_validate_job(kubeflow.PYTORCH)),
     "TFJob": _Kind(kubeflow.TFJob, name_is_dns1123_subdomain,

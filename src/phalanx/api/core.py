@@ -289,6 +289,15 @@ class Namespace(K8sModel):
     status: FreeDict | None = None
 
 
+class ConfigMap(K8sModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["ConfigMap"] = "ConfigMap"
+    metadata: ObjectMeta | None = None
+    data: dict[str, str] | None = None
+    binary_data: dict[str, str] | None = None
+    immutable: bool | None = None
+
+
 class ObjectReference(K8sModel):
     api_version: str | None = None
     kind: str | None = None

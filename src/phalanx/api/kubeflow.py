@@ -92,6 +92,37 @@ class TFJobSpec(K8sModel):
     enable_dynamic_worker: bool | None = None
 
 
+class XGBoostJobSpec(K8sModel):
+    run_policy: RunPolicy | None = None
+    xgb_replica_specs: dict[str, ReplicaSpec]
+
+
+class PaddleElasticPolicy(K8sModel):
+    min_replicas: Int32 | None = None
+    max_replicas: Int32 | None = None
+    max_restarts: Int32 | None = None
+    metrics: list[FreeDict] | None = None  # autoscaling/v2 MetricSpec (no HPA is reconciled, as the original)
+
+
+class PaddleJobSpec(K8sModel):
+    run_policy: RunPolicy | None = None
+    elastic_policy: PaddleElasticPolicy | None = None
+    paddle_replica_specs: dict[str, ReplicaSpec]
+
+
+class JAXJobSpec(K8sModel):
+    run_policy: RunPolicy | None = None
+    jax_replica_specs: dict[str, ReplicaSpec]
+
+
+class MPIJobSpec(K8sModel):
+    slots_per_worker: Int32 | None = None
+    clean_pod_policy: CleanPodPolicy | None = None  # deprecated: runPolicy.cleanPodPolicy wins
+    mpi_replica_specs: dict[str, ReplicaSpec]
+    main_container: str | None = None
+    run_policy: RunPolicy | None = None
+
+
 class JobCondition(K8sModel):
     model_config = ConfigDict(extra="allow")
 
@@ -142,6 +173,38 @@ class TFJob(K8sModel):
     status: dict[str, Any] | None = None
 
 
+class XGBoostJob(K8sModel):
+    api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
+    kind: Literal["XGBoostJob"] = "XGBoostJob"
+    metadata: ObjectMeta | None = None
+    spec: XGBoostJobSpec | None = None
+    status: dict[str, Any] | None = None
+
+
+class PaddleJob(K8sModel):
+    api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
+    kind: Literal["PaddleJob"] = "PaddleJob"
+    metadata: ObjectMeta | None = None
+    spec: PaddleJobSpec | None = None
+    status: dict[str, Any] | None = None
+
+
+class JAXJob(K8sModel):
+    api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
+    kind: Literal["JAXJob"] = "JAXJob"
+    metadata: ObjectMeta | None = None
+    spec: JAXJobSpec | None = None
+    status: dict[str, Any] | None = None
+
+
+class MPIJob(K8sModel):
+    api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
+    kind: Literal["MPIJob"] = "MPIJob"
+    metadata: ObjectMeta | None = None
+    spec: MPIJobSpec | None = None
+    status: dict[str, Any] | None = None
+
+
 @dataclass(frozen=True)
 class Framework:
     """What differs between job kinds (reference/kubeflow-v1.md §1.3)."""
@@ -174,7 +237,29 @@ TENSORFLOW = Framework(
     container_name="tensorflow", port_name="tfjob-port", port=2222, restart_policy="Never",
     webhook="validator.tfjob.training-operator.kubeflow.org", any_replica_type=True,
 )
-FRAMEWORKS: dict[str, Framework] = {f.kind: f for f in (PYTORCH, TENSORFLOW)}
+XGBOOST = Framework(
+    kind="XGBoostJob", replica_specs_field="xgbReplicaSpecs", replica_types=("Master", "Worker"),
+    container_name="xgboost", port_name="xgboostjob-port", port=9999, restart_policy="Never",
+    webhook="validator.xgboostjob.training-operator.kubeflow.org",
+)
+PADDLE = Framework(
+    kind="PaddleJob", replica_specs_field="paddleReplicaSpecs", replica_types=("Master", "Worker"),
+    container_name="paddle", port_name="master", port=36543, restart_policy="OnFailure",
+    webhook="validator.paddlejob.training-operator.kubeflow.org",
+)
+JAX = Framework(
+    kind="JAXJob", replica_specs_field="jaxReplicaSpecs", replica_types=("Worker",),
+    container_name="jax", port_name="jaxjob-port", port=6666, restart_policy="Never",
+    webhook="validator.jaxjob.training-operator.kubeflow.org",
+)
+# The original validates MPIJobs inside its controller (no webhook, reference §2.5);
+# Phalanx refuses them at admission like the other kinds, under this name.
+MPI = Framework(
+    kind="MPIJob", replica_specs_field="mpiReplicaSpecs", replica_types=("Launcher", "Worker"),
+    container_name="mpi", port_name="mpi-port", port=9999, restart_policy="Never",
+    webhook="validator.mpijob.phalanx.dev",
+)
+FRAMEWORKS: dict[str, Framework] = {f.kind: f for f in (PYTORCH, TENSORFLOW, XGBOOST, PADDLE, JAX, MPI)}
 
 
 # --- defaulting (S1: applied at admission and stored) ------------------------------

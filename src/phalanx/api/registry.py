@@ -36,6 +36,12 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("Event", "v1", "events", "event", short_names=("ev",), has_status=False),
     ResourceType("PyTorchJob", "kubeflow.org/v1", "pytorchjobs", "pytorchjob", categories=("all", "kubeflow")),
     ResourceType("TFJob", "kubeflow.org/v1", "tfjobs", "tfjob", categories=("all", "kubeflow")),
+    ResourceType("XGBoostJob", "kubeflow.org/v1", "xgboostjobs", "xgboostjob", categories=("all", "kubeflow")),
+    ResourceType("PaddleJob", "kubeflow.org/v1", "paddlejobs", "paddlejob", categories=("all", "kubeflow")),
+    ResourceType("JAXJob", "kubeflow.org/v1", "jaxjobs", "jaxjob", categories=("all", "kubeflow")),
+    ResourceType("MPIJob", "kubeflow.org/v1", "mpijobs", "mpijob", categories=("all", "kubeflow")),
+    # What an MPIJob's launcher reads (hostfile, rsh agent): kept as given, data only.
+    ResourceType("ConfigMap", "v1", "configmaps", "configmap", short_names=("cm",), has_status=False),
     # Volcano's PodGroup CRD has no status subresource: the scheduler writes the whole object.
     ResourceType("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups", "podgroup",
                  short_names=("pg", "podgroup-v1beta1"), has_status=False),
@@ -51,13 +57,16 @@ RESOURCES: tuple[ResourceType, ...] = (
                  has_status=False),
     ResourceType("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", "clusterrolebindings",
                  "clusterrolebinding", namespaced=False, has_status=False),
+    ResourceType("Role", "rbac.authorization.k8s.io/v1", "roles", "role", has_status=False),
+    ResourceType("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", "rolebinding", has_status=False),
     ResourceType("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions",
                  "customresourcedefinition", namespaced=False, short_names=("crd", "crds")),
 )
-OPAQUE_KINDS = ("ServiceAccount", "Deployment", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition")
+OPAQUE_KINDS = ("ServiceAccount", "Deployment", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                "CustomResourceDefinition")
 
 _BY_KIND = {r.kind: r for r in RESOURCES}
-JOB_KINDS = ("PyTorchJob", "TFJob")
+JOB_KINDS = ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob")
 
 
 def by_kind(kind: str) -> ResourceType:

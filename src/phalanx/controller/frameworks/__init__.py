@@ -6,12 +6,20 @@ in ``FRAMEWORKS``; the job reconciler does not change.
 from __future__ import annotations
 
 from .base import Addressing, Framework, ReplicaState
+from .jax import JAXFramework
+from .mpi import MPIFramework
+from .paddle import PaddleFramework
 from .pytorch import PyTorchFramework
 from .tensorflow import TensorFlowFramework
+from .xgboost import XGBoostFramework
 
 FRAMEWORKS: dict[str, Framework] = {
     "PyTorchJob": PyTorchFramework(),
     "TFJob": TensorFlowFramework(),
+    "XGBoostJob": XGBoostFramework(),
+    "PaddleJob": PaddleFramework(),
+    "JAXJob": JAXFramework(),
+    "MPIJob": MPIFramework(),
 }
 
 
@@ -23,4 +31,5 @@ def get_framework(kind: str) -> Framework:
 
 
 __all__ = ["Addressing", "FRAMEWORKS", "Framework", "ReplicaState", "get_framework",
-           "PyTorchFramework", "TensorFlowFramework"]
+           "JAXFramework", "MPIFramework", "PaddleFramework", "PyTorchFramework", "TensorFlowFramework",
+           "XGBoostFramework"]

@@ -58,6 +58,7 @@ class Framework(ABC):
     default_port: int
     default_restart_policy: str
     sets_replica_selector: bool = False  # replicaStatuses[rt].selector (PyTorch, Paddle, JAX)
+    creates_services: bool = True  # one headless Service per pod slot (MPI: none)
 
     # ---- spec helpers -------------------------------------------------------------
 
@@ -108,6 +109,25 @@ class Framework(ABC):
         return None
 
     # ---- hooks --------------------------------------------------------------------
+
+    def pod_name(self, job: dict, rtype: str, index: int) -> str:
+        """The pod (and Service) name of slot ``index``: ``<job>-<rt>-<index>``."""
+        return general_name(name(job), rtype.lower(), index)
+
+    def decorate_pod(self, job: dict, rtype: str, index: int, pod: dict, options) -> None:
+        """Last touch on a pod built from the template (volumes, default command...)."""
+
+    def owned_kinds(self, options) -> tuple[str, ...]:
+        """The kinds ``owned_objects`` may return (the shell watches them)."""
+        return ()
+
+    def owned_objects(self, job: dict, pods: list[dict], options) -> list[dict]:
+        """Other objects the job must own with exactly this content (MPI: the
+        ConfigMap with the hostfile; in cluster mode its ServiceAccount, Role,
+        RoleBinding). Each is a whole object with apiVersion/kind/metadata
+        (name, namespace); the reconciler adds the ownerReference and creates or
+        replaces it when absent or different (compared on what is given here)."""
+        return []
 
     @abstractmethod
     def is_master_role(self, job: dict, rtype: str, index: int) -> bool:

@@ -56,32 +56,35 @@ class JobController:
         client: Any,
         clock: Clock,
         options: ReconcileOptions | None = None,
-        kinds: Iterable[str] = JOB_KINDS,
+        kinds: Iterable[str] | None = None,
         recorder: EventRecorder | None = None,
         workers: int = 1,
     ) -> None:
         self.client = client
         self.clock = clock
         self.options = options or ReconcileOptions()
-        self.frameworks: dict[str, Framework] = {k: get_framework(k) for k in kinds}
+        self.frameworks: dict[str, Framework] = {k: get_framework(k) for k in (JOB_KINDS if kinds is None else kinds)}
         self._recorder = recorder
         self._recorders: dict[str, EventRecorder] = {}
         self.jobs = {k: Informer(client, k) for k in self.frameworks}
         self.pods = Informer(client, "Pod")
         self.services = Informer(client, "Service")
         self.podgroups = Informer(client, "PodGroup") if self.options.gang_scheduler else None
+        owned = sorted({k for fw in self.frameworks.values() for k in fw.owned_kinds(self.options)})
+        self.owned = {k: Informer(client, k) for k in owned}  # Framework.owned_objects (MPI's ConfigMap)
         self.controller = Controller("job-controller", self.reconcile, workers=workers)
         self._written_rv: dict[str, int] = {}
 
     # ---- wiring -----------------------------------------------------------------------
 
     def _informers(self) -> list[Informer]:
-        return [*self.jobs.values(), self.pods, self.services, *([self.podgroups] if self.podgroups is not None else [])]
+        return [*self.jobs.values(), self.pods, self.services, *([self.podgroups] if self.podgroups is not None else []),
+                *self.owned.values()]
 
     async def run(self) -> None:
         for kind, inf in self.jobs.items():
             inf.add_handler(self._job_handler(kind))
-        for inf in (self.pods, self.services, self.podgroups):
+        for inf in (self.pods, self.services, self.podgroups, *self.owned.values()):
             if inf is not None:
                 inf.add_handler(self._owned_handler)
         for inf in self._informers():
@@ -146,7 +149,8 @@ class JobController:
         group = self.podgroups.get(ns, jname) if self.podgroups is not None else None
         if group is not None and not _controlled_by(group, juid):
             group = None
-        plan = reconcile(job, pods, services, group, self.clock.now(), fw, self.options)
+        others = [o for k in fw.owned_kinds(self.options) for o in self.owned[k].list(ns) if _controlled_by(o, juid)]
+        plan = reconcile(job, pods, services, group, self.clock.now(), fw, self.options, others)
         return await self.apply(key, kind, job, plan)
 
     def _stale(self, key: str, job: dict) -> bool:
@@ -203,6 +207,9 @@ class JobController:
                 log.warning("updating PodGroup %s/%s: %s", ns, jname, e.message)
                 retry = ERROR_RETRY
 
+        for obj in plan.apply_objects:
+            retry = _earliest(retry, await self._apply_object(obj, events))
+
         for kind_, names, what in (("Pod", plan.delete_pods, "pod"), ("Service", plan.delete_services, "service")):
             for n in names:
                 try:
@@ -256,6 +263,34 @@ class JobController:
         # Two-phase flows (Services, then pods that need their ports) go on at once.
         after = _earliest(plan.requeue_after, retry, 0.0 if created else None)
         return Result(requeue_after=after) if after is not None else None
+
+
+    async def _apply_object(self, obj: dict, events: list[tuple[str, str, str]]) -> float | None:
+        """Create ``obj``, or replace the existing one's content (keeping its metadata
+        but labels); a retry delay when the write failed."""
+        c, kind_, n, ns = self.client, obj.get("kind", ""), name(obj), namespace(obj)
+        try:
+            await c.create(obj)
+            events.append(("Normal", f"SuccessfulCreate{kind_}", f"Created {kind_.lower()}: {n}"))
+            return None
+        except AlreadyExists:
+            pass
+        except ApiError as e:
+            events.append(("Warning", f"FailedCreate{kind_}", f"Error creating: {e.message}"))
+            return ERROR_RETRY
+        try:
+            have = await c.get(kind_, n, ns)
+            merged = {**copy.deepcopy(have), **{k: v for k, v in obj.items() if k != "metadata"}}
+            labels_ = as_dict(meta(obj).get("labels"))
+            if labels_:
+                merged["metadata"].setdefault("labels", {}).update(labels_)
+            await c.update(merged)
+        except (Conflict, NotFound):
+            return CONFLICT_RETRY
+        except ApiError as e:
+            log.warning("updating %s %s/%s: %s", kind_, ns, n, e.message)
+            return ERROR_RETRY
+        return None
 
 
 def _controlled_by(obj: dict, job_uid: str) -> bool:

@@ -25,13 +25,15 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from ...clock import format_time, parse_time
-from ..frameworks.base import Addressing, Framework, ReplicaState, general_name, replicas_of
+from ..frameworks.base import Addressing, Framework, ReplicaState, replicas_of
 from . import podgroup as pg
 from .conditions import (
     CREATED, FAILED, RESTARTING, RUNNING, SUSPENDED, StatusWriter, is_failed, is_finished, is_succeeded,
 )
 from ...api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
-from .fields import annotations, as_dict, as_int, as_str, is_deleting, name, namespace, pod_phase, run_policy, status
+from .fields import (
+    annotations, as_dict, as_int, as_str, is_deleting, name, namespace, owner_reference, pod_phase, run_policy, status,
+)
 from .plan import Plan, ReconcileOptions
 from .pods import build_pod, build_service, replica_selector, slots
 from .restarts import RestartBook, exit_code, is_retryable_exit_code, restarts_in_place, would_restart
@@ -49,6 +51,7 @@ class _Ctx:
     services: list[dict]
     podgroup: dict | None
     st: StatusWriter
+    others: list[dict] = field(default_factory=list)
     plan: Plan = field(default_factory=Plan)
 
     @property
@@ -68,9 +71,11 @@ def reconcile(
     now: datetime,
     framework: Framework,
     options: ReconcileOptions | None = None,
+    others: list[dict] | None = None,
 ) -> Plan:
     """Decide the next step for ``job``. ``pods``/``services``/``podgroup`` are
-    the objects the job controls (the shell filters by controller ownerReference)."""
+    the objects the job controls (the shell filters by controller ownerReference);
+    ``others`` the other objects it controls, of ``framework.owned_kinds``."""
     options = options or ReconcileOptions()
     if not isinstance(job, dict) or not name(job):
         return Plan()
@@ -84,6 +89,7 @@ def reconcile(
         pods=sorted((p for p in pods or [] if isinstance(p, dict) and name(p)), key=name),
         services=sorted((s for s in services or [] if isinstance(s, dict) and name(s)), key=name),
         podgroup=podgroup if isinstance(podgroup, dict) and not is_deleting(podgroup) else None,
+        others=[o for o in others or [] if isinstance(o, dict) and name(o)],
         st=StatusWriter(framework.kind, name(job), namespace(job), status(job), now),
     )
     st = ctx.st
@@ -233,7 +239,7 @@ def _run(ctx: _Ctx) -> None:
             book.observe(pod, rtype)
             if _needs_recreate(fw, policy, pod):
                 book.count_failure(pod, rtype)
-    book.vanished({name(p) for p in ctx.pods}, _rtype_of(ctx.name, [t for t, *_ in layout]))
+    book.vanished({name(p) for p in ctx.pods}, _rtype_of(fw, job, [t for t, *_ in layout]))
     book.write(st.status)
 
     rp = run_policy(job)
@@ -272,9 +278,11 @@ def _run(ctx: _Ctx) -> None:
         if not pg.admitted(ctx.podgroup):
             return
 
+    _sync_owned_objects(ctx)
     by_name = {name(s): s for s in ctx.services}
     addressing = Addressing(job, by_name, fw, options.local_runtime, options.resolvable_names, options.cluster_domain)
-    services_ready = all(addressing.ready(rtype, i) for rtype, _, n, _, _ in layout for i in range(n))
+    services_ready = not fw.creates_services or all(
+        addressing.ready(rtype, i) for rtype, _, n, _, _ in layout for i in range(n))
 
     states: list[ReplicaState] = []
     for rtype, rspec, n, pslots, sslots in layout:
@@ -309,7 +317,7 @@ def _run(ctx: _Ctx) -> None:
                 failed += 1
                 _handle_failed_pod(ctx, rtype, policy, pod)
         for index, slot in enumerate(sslots):
-            if index >= n:
+            if index >= n or not fw.creates_services:
                 plan.delete_services.extend(name(s) for s in slot)
             elif not slot:
                 plan.create_services.append(build_service(fw, job, rtype, index, rspec))
@@ -339,16 +347,51 @@ def _run(ctx: _Ctx) -> None:
     plan.requeue_at_most(_deadline_left(ctx))
 
 
-def _rtype_of(job_name: str, rtypes: list[str]) -> Callable[[str], str | None]:
-    """Pod name -> its replica type (``<job>-<rt>-<index>``), None if none matches."""
-    prefixes = [(general_name(job_name, t.lower(), 0)[:-1], t) for t in rtypes]
+def _rtype_of(fw: Framework, job: dict, rtypes: list[str]) -> Callable[[str], str | None]:
+    """Pod name -> its replica type (``fw.pod_name``: ``<job>-<rt>-<index>``, or
+    one name for every index, as MPI's launcher), None if none matches."""
+    exact: dict[str, str] = {}
+    prefixes: list[tuple[str, str]] = []
+    for t in rtypes:
+        first, second = fw.pod_name(job, t, 0), fw.pod_name(job, t, 1)
+        if first == second:
+            exact[first] = t
+        else:
+            prefixes.append((first[:-1], t))
 
     def rtype_of(pod_name: str) -> str | None:
+        if pod_name in exact:
+            return exact[pod_name]
         for prefix, t in prefixes:
             if pod_name.startswith(prefix) and pod_name[len(prefix):].isdigit():
                 return t
         return None
     return rtype_of
+
+
+def _sync_owned_objects(ctx: _Ctx) -> None:
+    """``Framework.owned_objects``: create what is missing, replace what differs
+    (compared on the fields the framework gives, labels as a subset)."""
+    existing = {(as_str(o.get("kind")), name(o)): o for o in ctx.others}
+    for want in ctx.fw.owned_objects(ctx.job, ctx.pods, ctx.options):
+        want = dict(want)
+        meta_ = dict(as_dict(want.get("metadata")))
+        meta_.setdefault("namespace", namespace(ctx.job))
+        meta_["ownerReferences"] = [owner_reference(ctx.job)]
+        want["metadata"] = meta_
+        have = existing.get((as_str(want.get("kind")), name(want)))
+        if have is None or not _same_content(want, have):
+            ctx.plan.apply_objects.append(want)
+
+
+def _same_content(want: dict, have: dict) -> bool:
+    for key, value in want.items():
+        if key in ("apiVersion", "kind", "metadata"):
+            continue
+        if have.get(key) != value:
+            return False
+    have_labels = as_dict(as_dict(have.get("metadata")).get("labels"))
+    return all(have_labels.get(k) == v for k, v in as_dict(as_dict(want.get("metadata")).get("labels")).items())
 
 
 def _needs_recreate(fw: Framework, policy: str, pod: dict) -> bool:

@@ -29,6 +29,11 @@ class ReconcileOptions:
     cluster_domain: str | None = None
     init_container_image: str = "alpine:3.10"
     init_container_max_tries: int = 100
+    # Local runtime: the argv of ``phalanx exec`` (MPI's rsh agent runs
+    # ``<exec_command> -n <ns> <pod> -- <cmd>``); None: ``phalanx exec`` from PATH.
+    exec_command: tuple[str, ...] | None = None
+    # Cluster mode: the MPI launcher's init container image (--mpi-kubectl-delivery-image).
+    mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
 
 
 @dataclass
@@ -51,6 +56,9 @@ class Plan:
     stop_restarting: list[str] = field(default_factory=list)
     # Live pods to mark "no restart after a failure": backoffLimit leaves no restart (S3).
     stop_failure_restarts: list[str] = field(default_factory=list)
+    # Other owned objects (Framework.owned_objects) to create, or replace when different;
+    # applied after the status and PodGroup, before services and pods.
+    apply_objects: list[dict] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         """No write and no event (a pending ``requeue_after`` alone is not work)."""
@@ -58,7 +66,7 @@ class Plan:
             self.create_services or self.create_pods or self.delete_pods or self.delete_services
             or self.podgroup_create is not None or self.podgroup_update is not None
             or self.podgroup_delete or self.status is not None or self.events or self.delete_job
-            or self.stop_restarting or self.stop_failure_restarts
+            or self.stop_restarting or self.stop_failure_restarts or self.apply_objects
         )
 
     def requeue_at_most(self, seconds: float | None) -> None:

@@ -126,7 +126,7 @@ def build_pod(
         pod_ann[ANNOTATION_TASK_SPEC] = rtype.lower()
 
     metadata: dict = {
-        "name": general_name(name(job), rtype.lower(), index),
+        "name": fw.pod_name(job, rtype, index),
         "namespace": namespace(job),
         "labels": pod_labels,
     }
@@ -135,4 +135,6 @@ def build_pod(
     if as_list(tmeta.get("finalizers")):
         metadata["finalizers"] = [f for f in tmeta["finalizers"] if isinstance(f, str)]
     metadata["ownerReferences"] = [owner_reference(job)]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}, events
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    fw.decorate_pod(job, rtype, index, pod, options)
+    return pod, events
