@@ -32,6 +32,9 @@ class ReconcileOptions:
     # Local runtime: the argv of ``phalanx exec`` (MPI's rsh agent runs
     # ``<exec_command> -n <ns> <pod> -- <cmd>``); None: ``phalanx exec`` from PATH.
     exec_command: tuple[str, ...] | None = None
+    # Local runtime: the argv prefix of ``python -m phalanx.node.podwait`` (the MPI
+    # launcher's init container waits with it until every worker pod runs).
+    pod_wait_command: tuple[str, ...] | None = None
     # Cluster mode: the MPI launcher's init container image (--mpi-kubectl-delivery-image).
     mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
 
