@@ -5,7 +5,8 @@ hold files, so a manifest carries its script inline: a YAML item
 ``- &NAME |`` is followed by the text of ``NAME.py`` from the manifest's
 directory. Edit the .py file, then run
 
-    python3 examples/ddp/embed.py            # rewrites examples/{ddp,tf-config}/*.yaml
+    python3 examples/ddp/embed.py            # rewrites examples/{ddp,tf-config}/*.yaml and
+                                             # examples/<kind>job.yaml from examples/<kind>/
     python3 examples/ddp/embed.py --check    # exit 1 if a manifest is stale
 """
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[1]
 DEFAULT_DIRS = ("ddp", "tf-config")
+# examples/<kind>job.yaml carries the scripts of examples/<kind>/.
+KIND_EXAMPLES = ("jax", "mpi", "paddle", "xgboost")
 _ANCHOR = re.compile(r"^(?P<indent> *)- &(?P<name>[a-z_][a-z0-9_]*) \|$")
 
 
@@ -46,16 +49,19 @@ def render(manifest: str, directory: Path) -> str:
     return "".join(out)
 
 
-def manifests(dirs: tuple[str, ...] = DEFAULT_DIRS) -> list[Path]:
-    return sorted(p for d in dirs for p in (EXAMPLES / d).glob("*.yaml"))
+def manifests(dirs: tuple[str, ...] = DEFAULT_DIRS) -> list[tuple[Path, Path]]:
+    """(manifest, the directory of its scripts)."""
+    found = [(p, p.parent) for d in dirs for p in (EXAMPLES / d).glob("*.yaml")]
+    found += [(EXAMPLES / f"{k}job.yaml", EXAMPLES / k) for k in KIND_EXAMPLES if (EXAMPLES / f"{k}job.yaml").is_file()]
+    return sorted(found)
 
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     stale = []
-    for path in manifests():
+    for path, scripts in manifests():
         old = path.read_text()
-        new = render(old, path.parent)
+        new = render(old, scripts)
         if new != old:
             stale.append(path)
             if not check:

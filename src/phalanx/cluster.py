@@ -68,6 +68,9 @@ class EmbeddedCluster:
             resolvable_names=self.network.nss_wrapper_available(),
             init_container_command=[sys.executable, "-m", "phalanx.node.initwait"],
             default_backoff_limit=self.config.operator.default_backoff_limit,
+            # MPI: the launcher's rsh agent and its wait for the workers, with this interpreter and home.
+            exec_command=(sys.executable, "-m", "phalanx.cli.execcmd", "--home", str(self.home.absolute())),
+            pod_wait_command=(sys.executable, "-m", "phalanx.node.podwait", "--home", str(self.home.absolute())),
         )
         self.gc = GarbageCollector(self.client)
         self.scheduler: Scheduler | None = Scheduler(self.client, self.clock) if scheduler else None

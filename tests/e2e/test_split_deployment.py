@@ -385,6 +385,10 @@ def test_install_through_kubectl_then_the_seed_manifests_are_accepted(plane):
     assert r.stdout.splitlines() == [
         "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org created",
         "customresourcedefinition.apiextensions.k8s.io/tfjobs.kubeflow.org created",
+        "customresourcedefinition.apiextensions.k8s.io/xgboostjobs.kubeflow.org created",
+        "customresourcedefinition.apiextensions.k8s.io/paddlejobs.kubeflow.org created",
+        "customresourcedefinition.apiextensions.k8s.io/jaxjobs.kubeflow.org created",
+        "customresourcedefinition.apiextensions.k8s.io/mpijobs.kubeflow.org created",
         "customresourcedefinition.apiextensions.k8s.io/podgroups.scheduling.volcano.sh created",
         "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh created",
         "namespace/phalanx-system created",
@@ -410,7 +414,9 @@ def test_install_through_kubectl_then_the_seed_manifests_are_accepted(plane):
     assert r.stdout == "registry.example/phalanx:2"
     # The seed manifests: every job is accepted (server-side dry run: nothing starts), the queue applied.
     seeds = [ROOT / "examples" / "pytorchjob.yaml", ROOT / "examples" / "tfjob.yaml",
-             *sorted((ROOT / "examples" / "seeds").glob("*.yaml"))]
+             *sorted((ROOT / "examples" / "seeds").glob("*.yaml")),
+             *(f for f in (ROOT / "examples" / f"{k}.yaml" for k in ("xgboostjob", "paddlejob", "jaxjob", "mpijob"))
+               if f.exists())]
     for f in seeds:
         docs = [d for d in yaml.safe_load_all(f.read_text()) if d and d.get("kind") != "Queue"]
         r = subprocess.run([kubectl, "apply", "--dry-run=server", "-f", "-"], input=yaml.safe_dump_all(docs),

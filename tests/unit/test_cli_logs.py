@@ -21,11 +21,14 @@ def test_targets():
     assert [(rt.kind, n) for rt, n in (_log_target("pytest-worker-0"), _log_target("po/pytest-worker-0"),
                                        _log_target("pytorchjob/pytest"), _log_target("tfjobs/dist"))] == [
         ("Pod", "pytest-worker-0"), ("Pod", "pytest-worker-0"), ("PyTorchJob", "pytest"), ("TFJob", "dist")]
+    assert [(rt.kind, n) for rt, n in (_log_target("xgboostjob/x"), _log_target("paddlejobs/p"),
+                                       _log_target("JAXJob/j"), _log_target("mpijob/m"))] == [
+        ("XGBoostJob", "x"), ("PaddleJob", "p"), ("JAXJob", "j"), ("MPIJob", "m")]
 
 
 @pytest.mark.parametrize("args, message", [
     (("svc/pytest-master-0",), "error: cannot get logs from service/pytest-master-0: only pods and jobs "
-                               "(pytorchjob, tfjob) have logs"),
+                               "(pytorchjob, tfjob, xgboostjob, paddlejob, jaxjob, mpijob) have logs"),
     (("widgets/x",), 'error: the server doesn\'t have a resource type "widgets"'),
     (("pytorchjob/",), "error: arguments in resource/name form must have a single resource and name"),
     (("pytorchjob/pytest", "--previous"), "error: --previous cannot be used with a job"),

@@ -183,12 +183,15 @@ def test_phalanx_nodes_are_told_from_kubelets():
 def test_flag_parsing():
     assert parse_gang_scheduler("volcano") == "volcano"
     assert parse_gang_scheduler("") is None and parse_gang_scheduler("None") is None
-    assert parse_kinds(None) == ["PyTorchJob", "TFJob"]
+    assert parse_kinds(None) == ["PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob"]
     assert parse_kinds(["tfjob", "PyTorchJobs"]) == ["TFJob", "PyTorchJob"]
     assert parse_kinds(["pytorchjob,tfjob"]) == ["PyTorchJob", "TFJob"]
+    assert parse_kinds(["mpijob,XGBoostJobs", "paddlejob", "jaxjobs", "mpijobs"]) == [
+        "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob"]
     with pytest.raises(ValueError) as e:
         parse_kinds(["mxjob"])
-    assert '"mxjob"' in str(e.value) and '"pytorchjob"' in str(e.value)
+    assert str(e.value) == ('--enable-scheme: unsupported value "mxjob": supported values: "pytorchjob", "tfjob", '
+                            '"xgboostjob", "paddlejob", "jaxjob", "mpijob"')
 
 
 async def test_namespace_scoped_client_lists_and_watches_one_namespace():

@@ -49,6 +49,29 @@ def test_env_values_in_order_with_expansion_of_earlier_only():
     assert got == [("A", "a"), ("B", "a-$(C)"), ("C", "c")]
 
 
+def test_predefined_variables_come_first_and_expand_in_env_and_argv():
+    root = {"PHALANX_ROOT": "/home/u/pods/ns1_p_u-1/root"}
+    c = {"env": [{"name": "HOSTFILE", "value": "$(PHALANX_ROOT)/etc/mpi/hostfile"}],
+         "command": ["cat", "$(PHALANX_ROOT)/etc/mpi/hostfile"], "args": ["$$(PHALANX_ROOT)"]}
+    got = container_env(POD, c, CTX, "spec.containers[0]", predefined=root)
+    assert got == [("PHALANX_ROOT", "/home/u/pods/ns1_p_u-1/root"),
+                   ("HOSTFILE", "/home/u/pods/ns1_p_u-1/root/etc/mpi/hostfile")]
+    assert container_argv(c, dict(got), "spec.containers[0]") == [
+        "cat", "/home/u/pods/ns1_p_u-1/root/etc/mpi/hostfile", "$(PHALANX_ROOT)"]
+
+
+def test_the_container_may_override_a_predefined_variable_which_it_sees_before():
+    got = container_env(POD, {"env": [{"name": "A", "value": "$(PHALANX_ROOT)/a"},
+                                      {"name": "PHALANX_ROOT", "value": "/mine"},
+                                      {"name": "B", "value": "$(PHALANX_ROOT)/b"}]},
+                        CTX, "spec.containers[0]", predefined={"PHALANX_ROOT": "/r"})
+    assert got == [("A", "/r/a"), ("PHALANX_ROOT", "/mine"), ("B", "/mine/b")]
+
+
+def test_no_predefined_variables_by_default():
+    assert env_of([{"name": "A", "value": "$(PHALANX_ROOT)"}]) == [("A", "$(PHALANX_ROOT)")]
+
+
 @pytest.mark.parametrize("path,value", [
     ("metadata.name", "tftest-worker-0"),
     ("metadata.namespace", "ns1"),

@@ -5,7 +5,9 @@ decode strictly (unknown field -> 400 "strict decoding error"), check the
 schema (wrong type, bounds -> 422 Invalid), apply defaults, validate names and
 per-kind rules (422), then the training operator's webhook rules (403
 Forbidden "admission webhook ... denied the request"). Unlike the original,
-defaults are applied before the webhook and stored (SEMANTICS.md S1).
+defaults are applied before the webhook and stored (SEMANTICS.md S1), and
+MPIJobs, which the original validates only in its controller, are refused
+here too, under the webhook name ``validator.mpijob.phalanx.dev``.
 """
 from __future__ import annotations
 
@@ -98,6 +100,15 @@ _KINDS: dict[str, _Kind] = {
                         default=_default_job(kubeflow.PYTORCH), validate=_validate_job(kubeflow.PYTORCH)),
     "TFJob": _Kind(kubeflow.TFJob, name_is_dns1123_subdomain,
                    default=_default_job(kubeflow.TENSORFLOW), validate=_validate_job(kubeflow.TENSORFLOW)),
+    "XGBoostJob": _Kind(kubeflow.XGBoostJob, name_is_dns1123_subdomain,
+                        default=_default_job(kubeflow.XGBOOST), validate=_validate_job(kubeflow.XGBOOST)),
+    "PaddleJob": _Kind(kubeflow.PaddleJob, name_is_dns1123_subdomain,
+                       default=_default_job(kubeflow.PADDLE), validate=_validate_job(kubeflow.PADDLE)),
+    "JAXJob": _Kind(kubeflow.JAXJob, name_is_dns1123_subdomain,
+                    default=_default_job(kubeflow.JAX), validate=_validate_job(kubeflow.JAX)),
+    # The original validates MPIJobs in its controller (no webhook); Phalanx refuses them here.
+    "MPIJob": _Kind(kubeflow.MPIJob, name_is_dns1123_subdomain,
+                    default=_default_job(kubeflow.MPI), validate=_validate_job(kubeflow.MPI)),
     "PodGroup": _Kind(volcano.PodGroup, name_is_dns1123_subdomain,
                       default=lambda obj, old: volcano.default_podgroup(obj),
                       validate=lambda obj, old: volcano.validate_podgroup(obj)),

@@ -1,4 +1,5 @@
-"""kubeflow.org/v1 PyTorchJob and TFJob (training operator v1.9 field set).
+"""kubeflow.org/v1 PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob and MPIJob
+(training operator v1.9 field set).
 
 Per-kind constants (replica types, default container name and port, default
 restartPolicy, webhook name) live in ``FRAMEWORKS``, the one table defaulting
@@ -218,6 +219,10 @@ class Framework:
     restart_policy: str
     webhook: str  # name of the validating webhook, as the apiserver quotes it
     any_replica_type: bool = False  # TFJob's webhook accepts any key; PyTorchJob's only its own
+    normalise_replica_keys: bool = True  # setTypeNameToCamelCase (SetDefaults_MPIJob has none)
+    sets_default_port: bool = True  # setDefaultPort (MPI creates no services: no port)
+    zero_default_replicas: tuple[str, ...] = ()  # types whose nil replicas default to 0 (MPI Worker)
+    quote_container_name: bool = False  # Paddle's webhook prints the name with %q
 
     def replica_order(self, keys: list[str]) -> list[str]:
         """Known replica types first (in this table's order), then the rest sorted:
@@ -245,7 +250,7 @@ XGBOOST = Framework(
 PADDLE = Framework(
     kind="PaddleJob", replica_specs_field="paddleReplicaSpecs", replica_types=("Master", "Worker"),
     container_name="paddle", port_name="master", port=36543, restart_policy="OnFailure",
-    webhook="validator.paddlejob.training-operator.kubeflow.org",
+    webhook="validator.paddlejob.training-operator.kubeflow.org", quote_container_name=True,
 )
 JAX = Framework(
     kind="JAXJob", replica_specs_field="jaxReplicaSpecs", replica_types=("Worker",),
@@ -257,7 +262,8 @@ JAX = Framework(
 MPI = Framework(
     kind="MPIJob", replica_specs_field="mpiReplicaSpecs", replica_types=("Launcher", "Worker"),
     container_name="mpi", port_name="mpi-port", port=9999, restart_policy="Never",
-    webhook="validator.mpijob.phalanx.dev",
+    webhook="validator.mpijob.phalanx.dev", normalise_replica_keys=False, sets_default_port=False,
+    zero_default_replicas=("Worker",),
 )
 FRAMEWORKS: dict[str, Framework] = {f.kind: f for f in (PYTORCH, TENSORFLOW, XGBOOST, PADDLE, JAX, MPI)}
 
@@ -265,6 +271,7 @@ FRAMEWORKS: dict[str, Framework] = {f.kind: f for f in (PYTORCH, TENSORFLOW, XGB
 # --- defaulting (S1: applied at admission and stored) ------------------------------
 
 DEFAULT_NPROC_PER_NODE = "auto"
+DEFAULT_SLOTS_PER_WORKER = 1  # MPIJob: the hostfile's slots when slotsPerWorker is unset
 
 
 def _canonical_replica_keys(specs: dict[str, Any], fw: Framework) -> dict[str, Any]:
@@ -300,39 +307,65 @@ def default_job(job: dict[str, Any], fw: Framework) -> None:
     if spec is None:
         return  # nothing to default; validation says what is missing
     run_policy = spec.setdefault("runPolicy", {})
-    run_policy.setdefault("cleanPodPolicy", "None")
+    if fw is MPI:
+        _default_mpi_clean_pod_policy(spec, run_policy)
+    else:
+        run_policy.setdefault("cleanPodPolicy", "None")
     run_policy.setdefault("suspend", False)
     specs = spec.get(fw.replica_specs_field)
     if specs:
-        specs = spec[fw.replica_specs_field] = _canonical_replica_keys(specs, fw)
-        for replica in specs.values():
-            replica.setdefault("replicas", 1)
+        if fw.normalise_replica_keys:
+            specs = spec[fw.replica_specs_field] = _canonical_replica_keys(specs, fw)
+        for rtype, replica in specs.items():
+            replica.setdefault("replicas", 0 if rtype in fw.zero_default_replicas else 1)
             if not replica.get("restartPolicy"):
                 replica["restartPolicy"] = fw.restart_policy
-            _default_port(replica, fw)
+            if fw.sets_default_port:
+                _default_port(replica, fw)
             template_spec = (replica.get("template") or {}).get("spec")
             if template_spec:
                 default_container_ports(template_spec)
     if fw is PYTORCH:
-        _default_pytorch(spec)
+        _default_elastic_policy(spec, fw)
+        _default_nproc_per_node(spec)
+    elif fw is PADDLE:
+        _default_elastic_policy(spec, fw)  # setPaddleElasticPolicy: the same rules
     elif fw is TENSORFLOW:
         spec.setdefault("successPolicy", "")
+    elif fw is MPI:
+        spec.setdefault("slotsPerWorker", DEFAULT_SLOTS_PER_WORKER)
 
 
-def _default_pytorch(spec: dict[str, Any]) -> None:
+def _default_mpi_clean_pod_policy(spec: dict[str, Any], run_policy: dict[str, Any]) -> None:
+    """MPIJob has the deprecated ``spec.cleanPodPolicy`` besides ``runPolicy``'s:
+    runPolicy's wins when set, else the deprecated one, else None; the chosen
+    value is stored in both (what the original's Reconcile derives each time)."""
+    chosen = run_policy.get("cleanPodPolicy") or spec.get("cleanPodPolicy") or "None"
+    run_policy["cleanPodPolicy"] = spec["cleanPodPolicy"] = chosen
+
+
+def _default_elastic_policy(spec: dict[str, Any], fw: Framework) -> None:
+    """setElasticPolicy (PyTorch) and setPaddleElasticPolicy: a missing bound
+    takes the other one; with neither, both take the Worker's replicas."""
     elastic = spec.get("elasticPolicy")
-    if elastic is not None:  # setElasticPolicy
-        lo, hi = elastic.get("minReplicas"), elastic.get("maxReplicas")
-        if lo is not None and hi is None:
-            elastic["maxReplicas"] = lo
-        elif hi is not None and lo is None:
-            elastic["minReplicas"] = hi
-        elif lo is None and hi is None:
-            worker = (spec.get("pytorchReplicaSpecs") or {}).get("Worker")
-            if worker is not None:  # the original reads only the Worker's replicas (issue #2277)
-                elastic["minReplicas"] = elastic["maxReplicas"] = worker.get("replicas", 1)
+    if elastic is None:
+        return
+    lo, hi = elastic.get("minReplicas"), elastic.get("maxReplicas")
+    if lo is not None and hi is None:
+        elastic["maxReplicas"] = lo
+    elif hi is not None and lo is None:
+        elastic["minReplicas"] = hi
+    elif lo is None and hi is None:
+        worker = (spec.get(fw.replica_specs_field) or {}).get("Worker")
+        if worker is not None:  # the original reads only the Worker's replicas (issue #2277)
+            elastic["minReplicas"] = elastic["maxReplicas"] = worker.get("replicas", 1)
+
+
+def _default_nproc_per_node(spec: dict[str, Any]) -> None:
+    """setDefaultNprocPerNode."""
+    elastic = spec.get("elasticPolicy")
     if (elastic is None or elastic.get("nProcPerNode") is None) and spec.get("nprocPerNode") is None:
-        spec["nprocPerNode"] = DEFAULT_NPROC_PER_NODE  # setDefaultNprocPerNode
+        spec["nprocPerNode"] = DEFAULT_NPROC_PER_NODE
 
 
 # --- validation -----------------------------------------------------------------------
@@ -369,6 +402,22 @@ def validate_job_schema(job: dict[str, Any], old: dict[str, Any] | None, fw: Fra
         if replicas is not None and replicas < 0:
             errs.append(FieldError(f"{path}.replicas", "Invalid", "must be greater than or equal to 0", replicas))
         errs += _template_process_rules(specs[rtype], f"{path}.template.spec")
+    if fw is MPI:
+        errs += _mpi_schema_rules(spec)
+    return errs
+
+
+def _mpi_schema_rules(spec: dict[str, Any]) -> list[FieldError]:
+    """Phalanx: ``mainContainer`` is written into the launcher's rsh agent
+    script, so it must be a container name (a DNS label), and a worker needs
+    at least one slot in the hostfile."""
+    errs: list[FieldError] = []
+    main = spec.get("mainContainer")
+    if isinstance(main, str) and main:
+        errs += [FieldError("spec.mainContainer", "Invalid", m, main) for m in is_dns1123_label(main)]
+    slots = spec.get("slotsPerWorker")
+    if slots is not None and slots < 1:
+        errs.append(FieldError("spec.slotsPerWorker", "Invalid", "must be greater than or equal to 1", slots))
     return errs
 
 
@@ -392,68 +441,164 @@ def _template_process_rules(replica: dict[str, Any], path: str) -> list[FieldErr
 def validate_job_webhook(job: dict[str, Any], old: dict[str, Any] | None, fw: Framework,
                          warnings: list[str] | None = None) -> list[FieldError]:
     """The training operator's validating webhook (reference §2.1–2.3), on
-    the defaulted object. Replica types are checked in ``fw.replica_order``.
-    managedBy is immutable for every kind (the original's PyTorch webhook
-    compared the new object with itself; not reproduced)."""
-    errs: list[FieldError] = []
-    name = (job.get("metadata") or {}).get("name") or ""
-    if name:  # a generateName job is named by the store; its prefix was checked already
-        msgs = name_is_dns1035_label(name)
-        if msgs:
-            errs.append(FieldError("metadata.name", "Invalid", "should match: " + ",".join(msgs), name))
+    the defaulted object; for MPIJob, the rules its controller checks
+    (§2.5), as field errors. Replica types are checked in ``fw.replica_order``.
+
+    managedBy (supported values, immutability) is checked the same way for
+    every kind. Fixed bugs of the original: its PyTorch webhook compared the
+    new object with itself (never immutable), its JAX webhook and MPI
+    controller did not check managedBy at all.
+    """
     spec = job.get("spec") or {}
-    run_policy = spec.get("runPolicy") or {}
-    if old is not None:
-        old_mb = _get(old, "spec", "runPolicy", "managedBy")
-        new_mb = run_policy.get("managedBy")
-        if old_mb != new_mb:
-            errs.append(FieldError("spec.runPolicy.managedBy", "Invalid", "field is immutable", new_mb))
-    mb = run_policy.get("managedBy")
-    if mb is not None and mb not in SUPPORTED_MANAGED_BY:
-        errs.append(FieldError("spec.runPolicy.managedBy", "NotSupported", value=mb,
-                               supported=tuple(sorted(SUPPORTED_MANAGED_BY))))
+    errs = _name_rules(job) + _managed_by_rules(spec, old)
+    if fw is PYTORCH:
+        errs += _pytorch_elastic_rules(spec, warnings)
     base = f"spec.{fw.replica_specs_field}"
     specs = spec.get(fw.replica_specs_field)
-    if fw is PYTORCH:
-        elastic = spec.get("elasticPolicy")
-        if elastic is not None:
-            if "Worker" not in (specs or {}):
-                errs.append(FieldError(f"{base}[Worker]", "Required", "must be configured if elastic policy is used"))
-            if elastic.get("nProcPerNode") is not None:
-                if warnings is not None:
-                    warnings.append("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead")
-                if spec.get("nprocPerNode") is not None:
-                    errs.append(FieldError("spec.elasticPolicy.nProcPerNode", "Forbidden",
-                                           "must not be used with spec.nprocPerNode"))
     if not specs:  # nil in the original; an empty map is refused too (a job with no replicas)
         errs.append(FieldError(base, "Required", "must be required"))
+        if fw is XGBOOST:  # the original's XGBoost webhook also says the Master is missing
+            errs.append(FieldError(f"{base}[Master]", "Required", "must be present"))
         return errs
-    chief_or_master = 0
+    if fw is MPI:
+        return errs + _mpi_replica_rules(specs, base)
+    if fw in (PYTORCH, TENSORFLOW):
+        errs += _replica_rules_v19(specs, base, fw)
+    else:
+        errs += _replica_rules(specs, base, fw)
+    if fw is TENSORFLOW and sum(1 for t in specs if t in ("Chief", "Master")) > 1:
+        errs.append(FieldError(base, "Forbidden", "must not have more than 1 Chief or Master role"))
+    if fw is XGBOOST and "Master" not in specs:
+        errs.append(FieldError(f"{base}[Master]", "Required", "must be present"))
+    return errs
+
+
+def _name_rules(job: dict[str, Any]) -> list[FieldError]:
+    """NameIsDNS1035Label: the name becomes part of Service (DNS) names."""
+    name = (job.get("metadata") or {}).get("name") or ""
+    if not name:  # a generateName job is named by the store; its prefix was checked already
+        return []
+    msgs = name_is_dns1035_label(name)
+    return [FieldError("metadata.name", "Invalid", "should match: " + ",".join(msgs), name)] if msgs else []
+
+
+def _managed_by_rules(spec: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    """ValidateRunPolicyUpdate (immutable) and ValidateRunPolicy (supported values)."""
+    errs: list[FieldError] = []
+    new_mb = (spec.get("runPolicy") or {}).get("managedBy")
+    if old is not None:
+        old_mb = _get(old, "spec", "runPolicy", "managedBy")
+        if old_mb != new_mb:
+            errs.append(FieldError("spec.runPolicy.managedBy", "Invalid", "field is immutable", new_mb))
+    if new_mb is not None and new_mb not in SUPPORTED_MANAGED_BY:
+        errs.append(FieldError("spec.runPolicy.managedBy", "NotSupported", value=new_mb,
+                               supported=tuple(sorted(SUPPORTED_MANAGED_BY))))
+    return errs
+
+
+def _pytorch_elastic_rules(spec: dict[str, Any], warnings: list[str] | None) -> list[FieldError]:
+    errs: list[FieldError] = []
+    elastic = spec.get("elasticPolicy")
+    if elastic is None:
+        return errs
+    if "Worker" not in (spec.get("pytorchReplicaSpecs") or {}):
+        errs.append(FieldError("spec.pytorchReplicaSpecs[Worker]", "Required",
+                               "must be configured if elastic policy is used"))
+    if elastic.get("nProcPerNode") is not None:
+        if warnings is not None:
+            warnings.append("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead")
+        if spec.get("nprocPerNode") is not None:
+            errs.append(FieldError("spec.elasticPolicy.nProcPerNode", "Forbidden",
+                                   "must not be used with spec.nprocPerNode"))
+    return errs
+
+
+def _containers(replica: dict[str, Any]) -> list[dict[str, Any]]:
+    return ((replica.get("template") or {}).get("spec") or {}).get("containers") or []
+
+
+def _default_container_rule(containers: list[dict[str, Any]], path: str, fw: Framework) -> list[FieldError]:
+    if any(c.get("name") == fw.container_name for c in containers):
+        return []
+    shown = f'"{fw.container_name}"' if fw.quote_container_name else fw.container_name
+    return [FieldError(path, "Required", f"must have at least one container with name {shown}")]
+
+
+def _images_rule(containers: list[dict[str, Any]], path: str) -> list[FieldError]:
+    return [FieldError(f"{path}[{i}].image", "Required", "must be required")
+            for i, c in enumerate(containers) if not c.get("image")]
+
+
+def _replica_rules_v19(specs: dict[str, Any], base: str, fw: Framework) -> list[FieldError]:
+    """PyTorchJob and TFJob, per replica type: containers, type, images, the
+    default container, then PyTorch's replica counts."""
+    errs: list[FieldError] = []
     for rtype in fw.replica_order(list(specs)):
         replica = specs[rtype]
         path = f"{base}[{rtype}]"
         containers_path = f"{path}.template.spec.containers"
-        containers = ((replica.get("template") or {}).get("spec") or {}).get("containers") or []
+        containers = _containers(replica)
         if not containers:
             errs.append(FieldError(containers_path, "Required", "must be specified"))
         if not fw.any_replica_type and rtype not in fw.replica_types:
             errs.append(FieldError(path, "NotSupported", value=rtype, supported=fw.replica_types))
-        if rtype in ("Chief", "Master"):
-            chief_or_master += 1
-        for i, c in enumerate(containers):
-            if not c.get("image"):
-                errs.append(FieldError(f"{containers_path}[{i}].image", "Required", "must be required"))
-        if not any(c.get("name") == fw.container_name for c in containers):
-            errs.append(FieldError(containers_path, "Required",
-                                   f"must have at least one container with name {fw.container_name}"))
+        errs += _images_rule(containers, containers_path)
+        errs += _default_container_rule(containers, containers_path, fw)
         if fw is PYTORCH:
             replicas = replica.get("replicas")
             if rtype == "Master" and replicas != 1:
                 errs.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
             if rtype == "Worker" and replicas is not None and replicas < 1:
                 errs.append(FieldError(f"{path}.replicas", "Forbidden", "must be at least 1"))
-    if fw is TENSORFLOW and chief_or_master > 1:
-        errs.append(FieldError(base, "Forbidden", "must not have more than 1 Chief or Master role"))
+    return errs
+
+
+def _replica_rules(specs: dict[str, Any], base: str, fw: Framework) -> list[FieldError]:
+    """XGBoostJob, PaddleJob and JAXJob (the webhooks' shared ValidateReplicaSpecs),
+    per replica type: type, containers, images, the default container, then
+    XGBoost's Master count."""
+    errs: list[FieldError] = []
+    for rtype in fw.replica_order(list(specs)):
+        replica = specs[rtype]
+        path = f"{base}[{rtype}]"
+        containers_path = f"{path}.template.spec.containers"
+        containers = _containers(replica)
+        if rtype not in fw.replica_types:
+            errs.append(FieldError(path, "NotSupported", value=rtype, supported=fw.replica_types))
+        if not containers:
+            errs.append(FieldError(containers_path, "Required", "must be specified"))
+        errs += _images_rule(containers, containers_path)
+        errs += _default_container_rule(containers, containers_path, fw)
+        if fw is XGBOOST and rtype == "Master" and replica.get("replicas") != 1:
+            errs.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
+    return errs
+
+
+def _mpi_replica_rules(specs: dict[str, Any], base: str) -> list[FieldError]:
+    """MPIJob: the original's ValidateV1MpiJobSpec (reference §2.5), which its
+    controller checks on every reconcile (a Warning event, the job stuck
+    forever). Phalanx refuses the job at admission instead, with a field error
+    per rule, in the order the original checks them: containers, type, each
+    container's image and name, one Launcher; then a Launcher must exist."""
+    errs: list[FieldError] = []
+    for rtype in MPI.replica_order(list(specs)):
+        replica = specs[rtype]
+        path = f"{base}[{rtype}]"
+        containers_path = f"{path}.template.spec.containers"
+        containers = _containers(replica)
+        if not containers:
+            errs.append(FieldError(containers_path, "Required", "must be specified"))
+        if rtype not in MPI.replica_types:
+            errs.append(FieldError(path, "NotSupported", value=rtype, supported=MPI.replica_types))
+        for i, c in enumerate(containers):
+            if not c.get("image"):
+                errs.append(FieldError(f"{containers_path}[{i}].image", "Required", "must be required"))
+            if not c.get("name"):
+                errs.append(FieldError(f"{containers_path}[{i}].name", "Required", "must be required"))
+        if rtype == "Launcher" and replica.get("replicas") != 1:
+            errs.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
+    if "Launcher" not in specs:
+        errs.append(FieldError(f"{base}[Launcher]", "Required", "must be present"))
     return errs
 
 

@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 
 PHALANX_RUNTIME_PREFIX = "phalanx://"
 INITWAIT_COMMAND = [sys.executable, "-m", "phalanx.node.initwait"]
+# Local runtime, MPI: the launcher's rsh agent and its wait for the workers, with this interpreter.
+EXEC_COMMAND = (sys.executable, "-m", "phalanx.cli.execcmd")  # phalanx exec without the whole CLI
+PODWAIT_COMMAND = (sys.executable, "-m", "phalanx.node.podwait")
+DEFAULT_MPI_KUBECTL_DELIVERY_IMAGE = "kubeflow/kubectl-delivery:latest"
 
 
 @dataclass
@@ -69,7 +73,9 @@ def parse_gang_scheduler(value: str | None) -> str | None:
 
 
 def parse_kinds(values: list[str] | None) -> list[str]:
-    """``--enable-scheme`` values (any case, kind or plural) to job kinds; all by default."""
+    """``--enable-scheme`` values (any case, kind or plural: ``mpijob``, ``XGBoostJobs``,
+    comma-separated or repeated) to job kinds, in the order given; all of
+    ``JOB_KINDS`` by default."""
     if not values:
         return list(JOB_KINDS)
     out: list[str] = []
@@ -86,6 +92,13 @@ def parse_kinds(values: list[str] | None) -> list[str]:
             if kind not in out:
                 out.append(kind)
     return out
+
+
+def parse_image(flag: str, value: str) -> str:
+    """An image reference given on the command line: non-empty, no whitespace."""
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"{flag}: must be a non-empty image reference without spaces, got {value!r}")
+    return value
 
 
 def is_phalanx_node(node: Any) -> bool:
@@ -120,18 +133,22 @@ async def detect_local_runtime(client: Any, retry_cap: float = 5.0) -> bool:
 
 def reconcile_options(gang_scheduler: str | None, local_runtime: bool, *, cluster_domain: str | None = None,
                       init_container_image: str = "alpine:3.10", init_container_max_tries: int = 100,
-                      default_backoff_limit: int = 0) -> ReconcileOptions:
-    """Cluster mode: DNS names, declared ports, the original's init container.
-    Local runtime: as the embedded control plane (``cluster.EmbeddedCluster``)."""
+                      default_backoff_limit: int = 0,
+                      mpi_kubectl_delivery_image: str = DEFAULT_MPI_KUBECTL_DELIVERY_IMAGE) -> ReconcileOptions:
+    """Cluster mode: DNS names, declared ports, the original's init containers
+    (PyTorch's nslookup, MPI's kubectl-delivery). Local runtime: as the
+    embedded control plane (``cluster.EmbeddedCluster``)."""
     if local_runtime:
         return ReconcileOptions(gang_scheduler=gang_scheduler, local_runtime=True,
                                 resolvable_names=nss_wrapper_available(),
                                 init_container_command=list(INITWAIT_COMMAND),
-                                default_backoff_limit=default_backoff_limit)
+                                default_backoff_limit=default_backoff_limit,
+                                exec_command=EXEC_COMMAND, pod_wait_command=PODWAIT_COMMAND)
     return ReconcileOptions(gang_scheduler=gang_scheduler, local_runtime=False, resolvable_names=True,
                             init_container_command=None, default_backoff_limit=default_backoff_limit,
                             cluster_domain=cluster_domain or None, init_container_image=init_container_image,
-                            init_container_max_tries=init_container_max_tries)
+                            init_container_max_tries=init_container_max_tries,
+                            mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
 
 
 async def podgroup_crd_missing(client: Any) -> str | None:
@@ -182,6 +199,7 @@ class OperatorSettings:
     init_container_image: str = "alpine:3.10"
     init_container_max_tries: int = 100
     default_backoff_limit: int = 0
+    mpi_kubectl_delivery_image: str = DEFAULT_MPI_KUBECTL_DELIVERY_IMAGE
 
 
 async def run_operator(conn: Connection, settings: OperatorSettings, say: Callable[[str], None],
@@ -202,7 +220,8 @@ async def run_operator(conn: Connection, settings: OperatorSettings, say: Callab
         options = reconcile_options(settings.gang_scheduler, local, cluster_domain=settings.cluster_domain,
                                     init_container_image=settings.init_container_image,
                                     init_container_max_tries=settings.init_container_max_tries,
-                                    default_backoff_limit=settings.default_backoff_limit)
+                                    default_backoff_limit=settings.default_backoff_limit,
+                                    mpi_kubectl_delivery_image=settings.mpi_kubectl_delivery_image)
         jobs = JobController(scoped, Clock(), options, kinds=settings.kinds, workers=settings.workers)
         say(f"phalanx operator: {client.server}; kinds {', '.join(settings.kinds)}; "
             f"gang scheduler {settings.gang_scheduler or 'off'}; "

@@ -233,7 +233,8 @@ def operator(
     namespace: Optional[str] = typer.Option(None, "--namespace", envvar="KUBEFLOW_NAMESPACE",
                                             help="watch this namespace only (default: all)"),
     enable_scheme: Optional[list[str]] = typer.Option(None, "--enable-scheme",
-                                                      help="job kinds to run (default: all): pytorchjob, tfjob"),
+                                                      help="job kinds to run (default: all): pytorchjob, tfjob, "
+                                                           "xgboostjob, paddlejob, jaxjob, mpijob"),
     controller_threads: int = typer.Option(1, "--controller-threads", min=1, help="concurrent reconciles"),
     kube_api_qps: float = typer.Option(DEFAULT_OPERATOR_QPS, "--kube-api-qps",
                                        help="requests per second (0: no limit)"),
@@ -244,19 +245,23 @@ def operator(
              "auto: true when every Node's containerRuntimeVersion starts with phalanx://"),
     init_container_image: str = typer.Option("alpine:3.10", "--pytorch-init-container-image"),
     init_container_max_tries: int = typer.Option(100, "--pytorch-init-container-max-tries", min=1),
+    mpi_kubectl_delivery_image: str = typer.Option(
+        "kubeflow/kubectl-delivery:latest", "--mpi-kubectl-delivery-image",
+        help="image of the MPIJob launcher's kubectl-delivery init container (Kubernetes runtime)"),
     default_backoff_limit: int = typer.Option(0, "--default-backoff-limit", min=0,
                                               help="restarts allowed when a job sets no backoffLimit"),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the job controller against a Kubernetes API server (a cluster, or `phalanx up --no-controllers`)."""
     from .clustermode import OperatorSettings, configure_logging, env_cluster_domain, parse_gang_scheduler, \
-        parse_kinds, run_operator
+        parse_image, parse_kinds, run_operator
 
     if local_runtime not in ("auto", "true", "false"):
         _fail(f'error: --local-runtime: unsupported value "{local_runtime}": supported values: "auto", "true", '
               '"false"', EXIT_INVALID)
     try:
         kinds = parse_kinds(enable_scheme)
+        parse_image("--mpi-kubectl-delivery-image", mpi_kubectl_delivery_image)
     except ValueError as e:
         _fail(f"error: {e}", EXIT_INVALID)
     configure_logging(verbose)
@@ -264,7 +269,8 @@ def operator(
                        kube_api_burst)
     settings = OperatorSettings(parse_gang_scheduler(gang_scheduler_name), namespace or None, tuple(kinds),
                                 controller_threads, local_runtime, env_cluster_domain(), init_container_image,
-                                init_container_max_tries, default_backoff_limit)
+                                init_container_max_tries, default_backoff_limit,
+                                mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
     _run_cluster_mode(run_operator(conn, settings, lambda m: err.print(m, markup=False)))
 
 
@@ -380,7 +386,8 @@ def apply(
 
 @app.command()
 def get(
-    kind: str = typer.Argument(..., help="pytorchjob, tfjob, podgroup/pg, queue/q, pod/po, node/no, service/svc, event/ev"),
+    kind: str = typer.Argument(..., help="pytorchjob, tfjob, xgboostjob, paddlejob, jaxjob, mpijob, podgroup/pg, "
+                                         "queue/q, pod/po, node/no, service/svc, event/ev, configmap/cm"),
     name: Optional[str] = typer.Argument(None),
     watch: bool = typer.Option(False, "-w", "--watch"),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="wide|yaml|json"),
@@ -495,7 +502,8 @@ def _log_target(target: str) -> tuple[registry.ResourceType, str]:
 def logs(
     target: str = typer.Argument(..., metavar="POD | TYPE/NAME",
                                  help="a pod (also after it was deleted, while its job exists), or a job: "
-                                      "pytorchjob/NAME, tfjob/NAME prints the logs of all its pods"),
+                                      "pytorchjob/NAME, tfjob/NAME, xgboostjob/NAME, paddlejob/NAME, jaxjob/NAME, "
+                                      "mpijob/NAME prints the logs of all its pods"),
     container: Optional[str] = typer.Option(None, "-c", "--container"),
     follow: bool = typer.Option(False, "-f", "--follow"),
     previous: bool = typer.Option(False, "-p", "--previous",
@@ -682,6 +690,11 @@ def run(
     except KeyboardInterrupt:
         code = 130
     raise typer.Exit(code)
+
+
+from .execcmd import exec_command  # noqa: E402  (phalanx exec: node/execctx, no API server needed)
+
+app.command("exec", no_args_is_help=True)(exec_command)
 
 
 def main() -> None:  # pragma: no cover

@@ -3,7 +3,7 @@
 Pure functions, no I/O. Column sets and cell rules are the ones the real
 apiserver renders (server-side Table printing of kubernetes 1.36 for Pods,
 Nodes, Services, Events, Namespaces; the CRDs' additionalPrinterColumns for
-PyTorchJob/TFJob/PodGroup/Queue), laid out the way kubectl 1.32 lays them out
+the six job kinds, PodGroup and Queue), laid out the way kubectl 1.32 lays them out
 (its tabwriter: minwidth 6, padding 3, widths remembered across a watch).
 """
 from __future__ import annotations
@@ -492,10 +492,18 @@ def _namespace_row(ns: Obj, wide: bool, now: datetime) -> list[str]:
 # --------------------------------------------------------------------------
 
 
-def _job_row(job: Obj, wide: bool, now: datetime) -> list[str]:
+def _job_state(job: Obj) -> str:
     conds = _list(job, "status", "conditions")
-    state = _crd_cell(_get(conds, -1, "type")) if conds else ""
-    return [_str(_get(job, "metadata", "name")), state, age(_get(job, "metadata", "creationTimestamp"), now)]
+    return _crd_cell(_get(conds, -1, "type")) if conds else ""
+
+
+def _job_row(job: Obj, wide: bool, now: datetime) -> list[str]:
+    return [_str(_get(job, "metadata", "name")), _job_state(job), age(_get(job, "metadata", "creationTimestamp"), now)]
+
+
+def _mpijob_row(job: Obj, wide: bool, now: datetime) -> list[str]:
+    """The MPIJob CRD declares Age before State."""
+    return [_str(_get(job, "metadata", "name")), age(_get(job, "metadata", "creationTimestamp"), now), _job_state(job)]
 
 
 def _podgroup_row(pg: Obj, wide: bool, now: datetime) -> list[str]:
@@ -526,6 +534,10 @@ _PRINTERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "Namespace": (("NAME", "STATUS", "AGE"), (), _namespace_row),
     "PyTorchJob": (("NAME", "STATE", "AGE"), (), _job_row),
     "TFJob": (("NAME", "STATE", "AGE"), (), _job_row),
+    "XGBoostJob": (("NAME", "STATE", "AGE"), (), _job_row),
+    "PaddleJob": (("NAME", "STATE", "AGE"), (), _job_row),
+    "JAXJob": (("NAME", "STATE", "AGE"), (), _job_row),
+    "MPIJob": (("NAME", "AGE", "STATE"), (), _mpijob_row),
     "PodGroup": (("NAME", "STATUS", "MINMEMBER", "RUNNINGS", "AGE"), ("QUEUE",), _podgroup_row),
     "Queue": (("NAME", "PARENT"), (), _queue_row),
 }

@@ -4,8 +4,9 @@ The schema is the one the API server publishes (``server.openapi``), made
 structural as ``apiextensions.k8s.io/v1`` requires: no ``$ref``, ObjectMeta as
 a bare ``type: object`` (the apiserver validates metadata itself), no
 ``x-kubernetes-group-version-kind``. Names, scope, printer columns and
-subresources are the original CRDs' (training-operator v1.9: PyTorchJob with
-status and scale, TFJob with status; Volcano: PodGroup with none, Queue with
+subresources are the original CRDs' (training-operator v1.9: PyTorchJob,
+PaddleJob and JAXJob with status and a Worker scale subresource, TFJob,
+XGBoostJob and MPIJob with status; Volcano: PodGroup with none, Queue with
 status); short names and categories are the registry's.
 """
 from __future__ import annotations
@@ -13,22 +14,32 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..api.registry import ResourceType, by_kind
+from ..api.registry import JOB_KINDS, ResourceType, by_kind
 from ..server.openapi import inlined_kind_schema
 from ..server.tables import CRD_COLUMNS
 
 Schema = dict[str, Any]
 
-CRD_KINDS = ("PyTorchJob", "TFJob", "PodGroup", "Queue")
+KUBEFLOW_CRD_KINDS = JOB_KINDS
+VOLCANO_CRD_KINDS = ("PodGroup", "Queue")
+CRD_KINDS = (*KUBEFLOW_CRD_KINDS, *VOLCANO_CRD_KINDS)
 _META_REF = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+
+def _worker_scale(replica_specs_field: str) -> dict[str, Any]:
+    return {"labelSelectorPath": ".status.replicaStatuses.Worker.selector",
+            "specReplicasPath": f".spec.{replica_specs_field}.Worker.replicas",
+            "statusReplicasPath": ".status.replicaStatuses.Worker.active"}
+
 
 # Subresources as in the original CRDs.
 _SUBRESOURCES: dict[str, dict[str, Any]] = {
-    "PyTorchJob": {"scale": {"labelSelectorPath": ".status.replicaStatuses.Worker.selector",
-                             "specReplicasPath": ".spec.pytorchReplicaSpecs.Worker.replicas",
-                             "statusReplicasPath": ".status.replicaStatuses.Worker.active"},
-                   "status": {}},
+    "PyTorchJob": {"scale": _worker_scale("pytorchReplicaSpecs"), "status": {}},
     "TFJob": {"status": {}},
+    "XGBoostJob": {"status": {}},
+    "PaddleJob": {"scale": _worker_scale("paddleReplicaSpecs"), "status": {}},
+    "JAXJob": {"scale": _worker_scale("jaxReplicaSpecs"), "status": {}},
+    "MPIJob": {"status": {}},
     "PodGroup": {},  # Volcano's PodGroup has no status subresource: the scheduler writes the whole object
     "Queue": {"status": {}},
 }

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from .. import __version__
-from .crds import crd
+from .crds import KUBEFLOW_CRD_KINDS, VOLCANO_CRD_KINDS, crd
 from .rbac import OPERATOR_RULES, SCHEDULER_RULES, cluster_role, cluster_role_binding
 
 DEFAULT_IMAGE = f"ghcr.io/phalanx-dev/phalanx:{__version__}"
@@ -87,9 +87,9 @@ def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
     o.check()
     ns = o.namespace
     volcano_crds = o.scheduler if o.volcano_crds is None else o.volcano_crds
-    objs: list[dict[str, Any]] = [crd("PyTorchJob"), crd("TFJob")]
+    objs: list[dict[str, Any]] = [crd(k) for k in KUBEFLOW_CRD_KINDS]
     if volcano_crds:
-        objs += [crd("PodGroup"), crd("Queue")]
+        objs += [crd(k) for k in VOLCANO_CRD_KINDS]
     objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": dict(LABELS)}})
     parts = [("phalanx-operator", OPERATOR_RULES,
               ["operator", "--in-cluster", "--local-runtime=false", f"--gang-scheduler-name={o.scheduler_name}",

@@ -4,11 +4,16 @@ Each rule is what the process's client calls need, nothing more (the
 operator runs with ``--local-runtime=false`` in a cluster, so it never lists
 Nodes):
 
-- operator: jobs get/list/watch/update/delete (TTL deletes the job; update
-  only through ``/status``, so ``update``/``patch`` are on the status
+- operator: the six job kinds get/list/watch/delete (TTL deletes the job;
+  update only through ``/status``, so ``update``/``patch`` are on the status
   subresource), pods and Services get/list/watch/create/delete (pods also
   ``patch``: the no-restart marks), PodGroups get/list/watch/create/update/
-  delete, Events create/patch;
+  delete, Events create/patch; for MPIJobs, the launcher's ConfigMap
+  (hostfile, rsh agent), ServiceAccount, Role and RoleBinding
+  get/list/watch/create/update/delete, and ``pods/exec`` create: the
+  launcher's Role grants it, and Kubernetes lets a role be created only by
+  someone who holds every permission it grants (pods get/list/watch are held
+  already);
 - scheduler: Nodes get/list/watch, pods get/list/watch, ``pods/binding``
   create, ``pods/status`` update/patch (the PodScheduled condition),
   PodGroups get/list/watch/update (no status subresource: whole object),
@@ -19,17 +24,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..api.registry import JOB_KINDS, by_kind
+
 READ = ["get", "list", "watch"]
+OWNED = [*READ, "create", "update", "delete"]
+JOB_RESOURCES = [by_kind(k).plural for k in JOB_KINDS]
 
 OPERATOR_RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "tfjobs"], "verbs": [*READ, "delete"]},
-    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs/status", "tfjobs/status"],
+    {"apiGroups": ["kubeflow.org"], "resources": list(JOB_RESOURCES), "verbs": [*READ, "delete"]},
+    {"apiGroups": ["kubeflow.org"], "resources": [f"{r}/status" for r in JOB_RESOURCES],
      "verbs": ["get", "update", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "create", "delete", "patch"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": [*READ, "create", "delete"]},
     {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"],
      "verbs": [*READ, "create", "update", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    # MPIJob: what the launcher needs, and what its Role grants.
+    {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"], "verbs": list(OWNED)},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": list(OWNED)},
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
 ]
 
 SCHEDULER_RULES: list[dict[str, Any]] = [

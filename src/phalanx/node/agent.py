@@ -2,9 +2,12 @@
 
 One worker task per pod: observe the runtime, ask the pure state machine
 (``podstate.decide``) what to do, write the pod status when it changed, keep
-the hosts file in step (a Service's names resolve once its pod is ready), apply
-the actions, and sleep until a process exits, the pod changes or the back-off
-expires. A weird pod is marked Failed with a reason; the agent never crashes on one.
+the hosts file in step (a Service's names resolve once its pod is ready), set
+the pod's volumes up before its first container starts (``volumes``: a missing
+ConfigMap keeps it ContainerCreating, with FailedMount events, until it
+exists), apply the actions, and sleep until a process exits, the pod or a
+ConfigMap it mounts changes, or the back-off expires. A weird pod is marked
+Failed with a reason; the agent never crashes on one.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import copy
 import logging
 import platform
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +30,12 @@ from ..controller.events import EventRecorder
 from ..controller.runtime import Informer
 from . import podstate
 from .gpus import RESOURCE as GPU_RESOURCE, GpuAllocator, gpu_count, node_devices
+from .logs import pod_dir
 from .names import check_dns_label, check_dns_subdomain, check_uid
 from .network import LocalNetwork, pod_owner
 from .podstate import BackoffConfig, DeletePod, KillPod, StartContainer
 from .runtime import ProcessRuntime
+from .volumes import VolumePlan, VolumeSpecError, materialise, plan_volumes, refresh_config_maps
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +44,10 @@ Obj = dict[str, Any]
 HOST_IP = "127.0.0.1"
 COMPONENT = "kubelet"
 _FINISHED_MEMORY = 4096
+# A volume that cannot be set up (its ConfigMap is missing) is tried again on
+# the next sync: at once when the ConfigMap appears, else after this back-off.
+MOUNT_RETRY_BASE = 1.0
+MOUNT_RETRY_CAP = 16.0
 
 
 @dataclass
@@ -100,6 +109,7 @@ class NodeAgent:
         self.events = EventRecorder(client, COMPONENT, clock)
         self.pods = Informer(client, "Pod")
         self.services = Informer(client, "Service")
+        self.configmaps = Informer(client, "ConfigMap", transform=_metadata_only)
         self.allocatable: dict[str, str] = {}
         self.gpus = GpuAllocator(0)
         self._workers: dict[str, _PodWorker] = {}
@@ -116,8 +126,10 @@ class NodeAgent:
         if self._stopping:
             return
         self.services.add_handler(self._on_service)
+        self.configmaps.add_handler(self._on_configmap)
         self.pods.add_handler(self._on_pod)
         await self.services.start()
+        await self.configmaps.start()
         await self.pods.start()
         await self._stop.wait()
 
@@ -128,6 +140,7 @@ class NodeAgent:
         self._stopping = True
         self.pods.stop()
         self.services.stop()
+        self.configmaps.stop()
         workers = list(self._workers.values())
         for w in workers:
             w.stopping = True
@@ -233,6 +246,14 @@ class NodeAgent:
             if w.namespace == ns:
                 w.wake()
 
+    def _on_configmap(self, type_: str, cm: Obj, old: Obj | None) -> None:
+        """A ConfigMap a pod mounts changed: set up or refresh its volumes."""
+        meta = cm.get("metadata") or {}
+        ns, name = meta.get("namespace") or "default", meta.get("name")
+        for w in self._workers.values():
+            if w.namespace == ns and w.config_map_changed(str(name), str(meta.get("resourceVersion") or "")):
+                w.wake()
+
     def _on_exit(self, uid: str) -> None:
         w = self._workers.get(uid)
         if w is not None:
@@ -292,6 +313,12 @@ class _PodWorker:
         self._announced: set[str] = set()
         self._backoff_reported: set[tuple[str, int]] = set()
         self._seeded = False
+        self.volumes: VolumePlan | None = None
+        self._mounted = False
+        self._mount_failures = 0
+        self._mount_retry_at: datetime | None = None
+        self._cm_versions: dict[str, str] = {}  # ConfigMap name -> resourceVersion last read
+        self._cm_dirty = False
         self._done = False
         self._writes = 0  # successful status writes
         self._rewrites = 0
@@ -354,8 +381,15 @@ class _PodWorker:
         problem = podstate.pod_problem(pod) or name_problem(pod)
         if problem:
             return await self._reject(pod, "InvalidPodSpec", problem)
+        if self.volumes is None:
+            try:
+                self.volumes = plan_volumes(pod)
+            except VolumeSpecError as e:
+                return await self._reject(pod, "InvalidPodSpec", str(e))
         if not self._seeded:
             self._seeded = True
+            # Instances on disk: a previous agent set the volumes up before starting them.
+            self._mounted = bool(agent.runtime.instances(self.uid))
             # Containers the runtime knows nothing of (no shim record on disk)
             # but a previous agent reported: see podstate.observations_from_status.
             if (pod.get("status") or {}).get("containerStatuses"):
@@ -379,9 +413,15 @@ class _PodWorker:
         if d.phase in podstate.TERMINAL_PHASES:
             agent.gpus.release_pod(self.uid)  # a finished pod holds no devices
         await self._report_backoff(d)
+        if self._mounted and self._cm_dirty and d.phase not in podstate.TERMINAL_PHASES:
+            await self._refresh_volumes(pod)
         acted = False
+        mount_failed = False
         for a in d.actions:
             if isinstance(a, StartContainer):
+                if mount_failed or not await self._mount_volumes(pod):
+                    mount_failed = True  # the pod waits in ContainerCreating
+                    continue
                 await self._start(a)
                 acted = True
             elif isinstance(a, KillPod):
@@ -390,7 +430,71 @@ class _PodWorker:
                 await self._delete()
                 return False
         self.next_wakeup = d.next_wakeup
+        if mount_failed and self._mount_retry_at is not None:
+            self.next_wakeup = min(self.next_wakeup or self._mount_retry_at, self._mount_retry_at)
         return acted or rewrite
+
+    # ------------------------------------------------------------------ volumes
+
+    def config_map_changed(self, name: str, resource_version: str) -> bool:
+        """Note a ConfigMap event; True when this pod mounts it and should look again."""
+        if self.volumes is None or name not in self.volumes.config_maps:
+            return False
+        if self._cm_versions.get(name) == resource_version and resource_version:
+            return False
+        self._cm_dirty = True
+        return True
+
+    async def _read_config_maps(self, names: list[str]) -> dict[str, Obj | None]:
+        out: dict[str, Obj | None] = {}
+        for n in names:
+            try:
+                cm = await self.agent.client.get("ConfigMap", n, self.namespace)
+            except NotFound:
+                cm = None
+            out[n] = cm
+            self._cm_versions[n] = str(((cm or {}).get("metadata") or {}).get("resourceVersion") or "")
+        return out
+
+    def _pod_dir(self) -> Path:
+        return pod_dir(self.agent.state_dir, self.namespace, self.name, self.uid)
+
+    async def _mount_volumes(self, pod: Obj) -> bool:
+        """Before the pod's first container starts: set its volumes up. False
+        (a FailedMount event, a retry later) when one cannot be yet."""
+        if self._mounted or not self.volumes:
+            self._mounted = True
+            return True
+        agent = self.agent
+        now = agent.clock.now()
+        if self._mount_retry_at is not None and now < self._mount_retry_at and not self._cm_dirty:
+            return False
+        self._cm_dirty = False
+        cms = await self._read_config_maps(self.volumes.config_maps)
+        errors = materialise(self._pod_dir(), self.volumes, cms, now)
+        if not errors:
+            self._mounted = True
+            self._mount_failures = 0
+            self._mount_retry_at = None
+            return True
+        self._mount_failures += 1
+        delay = min(MOUNT_RETRY_BASE * 2 ** min(self._mount_failures - 1, 16), MOUNT_RETRY_CAP)
+        self._mount_retry_at = now + timedelta(seconds=delay)
+        for e in errors:
+            log.info("node %s: pod %s/%s: %s", agent.node_name, self.namespace, self.name, e.event_message)
+            await agent.record(pod, "Warning", "FailedMount", e.event_message)
+        return False
+
+    async def _refresh_volumes(self, pod: Obj) -> None:
+        """A mounted ConfigMap changed: rewrite its volumes (as the kubelet's sync does)."""
+        self._cm_dirty = False
+        if not self.volumes:
+            return
+        cms = await self._read_config_maps(self.volumes.config_maps)
+        done = refresh_config_maps(self._pod_dir(), self.volumes, cms, self.agent.clock.now())
+        if done:
+            log.info("node %s: pod %s/%s: volumes %s updated", self.agent.node_name, self.namespace, self.name,
+                     ", ".join(done))
 
     # ------------------------------------------------------------------ actions
 
@@ -564,6 +668,12 @@ class _PodWorker:
             self._backoff_reported.add(key)
             await self.agent.record(self.pod, "Warning", "BackOff",
                                     f"Back-off restarting failed container {name} in pod {podstate.pod_ref(self.pod)}")
+
+
+def _metadata_only(obj: Obj) -> Obj:
+    """What the agent keeps of a ConfigMap: enough to notice it changed."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
 
 
 class _Gpus(GpuAllocator):

@@ -139,12 +139,20 @@ def _all_containers(pod: Obj) -> list[Obj]:
     return list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
 
 
-def container_env(pod: Obj, container: Obj, ctx: PodContext, path: str) -> list[tuple[str, str]]:
+def container_env(pod: Obj, container: Obj, ctx: PodContext, path: str,
+                  predefined: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """The container's ``env`` resolved in order; ``path`` is the container's
-    field path (``spec.containers[0]``) for error messages."""
-    resolved: dict[str, str] = {}
-    out: list[tuple[str, str]] = []
+    field path (``spec.containers[0]``) for error messages.
+
+    ``predefined`` variables (e.g. ``PHALANX_ROOT``) count as defined before the
+    container's own: ``$(NAME)`` expands to them, and they come first in the
+    result unless the container's ``env`` defines the same name.
+    """
+    resolved: dict[str, str] = {str(k): str(v) for k, v in (predefined or {}).items()}
     env = container.get("env") or []
+    own = {e["name"] for e in env if isinstance(e, dict) and isinstance(e.get("name"), str)} \
+        if isinstance(env, list) else set()
+    out: list[tuple[str, str]] = [(k, v) for k, v in resolved.items() if k not in own]
     if not isinstance(env, list):
         raise ContainerConfigError(f"{path}.env: must be a list")
     if container.get("envFrom"):

@@ -7,6 +7,10 @@ minimal environment plus the container's ``env``, and its limits (cgroup or
 RSS watchdog). When the first process of the group exits, the rest of the
 group is killed, as a container's processes die with its init process.
 Exit codes follow container runtimes: killed by signal N -> 128+N.
+Every container gets ``PHALANX_ROOT`` (``<pod dir>/root``, where volumes are
+mounted, see ``volumes``), defined before its own env so ``$(PHALANX_ROOT)``
+expands. A started instance leaves an exec context (``execctx``) for
+``phalanx exec``; what was exec'd into a container is killed when it ends.
 
 Each instance runs under a shim (``shim.py``), a small supervisor process in
 a session of its own that outlives the control plane and records the exit
@@ -36,6 +40,7 @@ from typing import Any, Callable, Iterable, Mapping
 import psutil
 
 from ..clock import Clock
+from . import execctx
 from . import instancefiles as files
 from . import limits as limits_mod
 from .env import ContainerConfigError, NoCommandError, PodContext, container_argv, container_env
@@ -43,6 +48,7 @@ from .limits import Cgroup, CgroupDriver, Limits, container_limits
 from .logs import container_log_path, mark_pod_finished, pod_dir, record_pod
 from .podstate import CONTAINER_CANNOT_RUN, CONTAINER_STATUS_UNKNOWN, OOM_KILLED, ContainerObservation, Termination
 from .shim import start_ticks
+from .volumes import ROOT_ENV, root_dir
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +225,11 @@ class ProcessRuntime:
         records[container_name] = _Record(inst, last)
 
         ctx = PodContext(pod_ip=pod_ip, host_ip=host_ip, node_allocatable=node_allocatable)
+        pdir = pod_dir(self.state_dir, ns, name, uid).absolute()
+        root = root_dir(pdir)
+        root.mkdir(parents=True, exist_ok=True)
         try:
-            env_list = container_env(pod, container, ctx, path)
+            env_list = container_env(pod, container, ctx, path, predefined={ROOT_ENV: str(root)})
             argv = container_argv(container, dict(env_list), path)
         except NoCommandError as e:
             self._fail_start(inst, CONTAINER_CANNOT_RUN, str(e), permanent=True)
@@ -232,7 +241,7 @@ class ProcessRuntime:
         env = base_env(name, self.host_env)
         env.update(extra_env or {})
         env.update(env_list)
-        cwd = self._working_dir(container, pod_dir(self.state_dir, ns, name, uid))
+        cwd = self._working_dir(container, pdir)
         lim = container_limits(container)
         inst.memory_limit = lim.memory
         inst.gpus = _gpu_list((extra_env or {}).get(_GPU_ENV))
@@ -252,7 +261,21 @@ class ProcessRuntime:
         inst = await asyncio.shield(task)
         if inst.running:
             log.info("started %s/%s container %s (pid %s): %s", ns, name, container_name, inst.pid, argv)
+            self._write_exec_context(inst, ns, name, uid, env, str(cwd))
         return inst
+
+    def _write_exec_context(self, inst: Instance, ns: str, name: str, uid: str, env: Mapping[str, str],
+                            cwd: str) -> None:
+        """What ``phalanx exec`` needs to run a command in this instance (see execctx)."""
+        if inst.pid is None:
+            return
+        ctx = execctx.ExecContext(namespace=ns, pod=name, uid=uid, container=inst.container,
+                                  container_id=inst.container_id, restart_count=inst.restart_count, pid=inst.pid,
+                                  start_ticks=inst.start_ticks or start_ticks(inst.pid), cwd=cwd, env=dict(env))
+        try:
+            execctx.write_context(inst.log_path.parent, ctx)
+        except OSError as e:
+            log.warning("cannot write the exec context of %s/%s container %s: %s", ns, name, inst.container, e)
 
     async def _launch(self, uid: str, inst: Instance, record: Obj, spec: Obj, cgroup: Cgroup | None,
                       lim: Limits) -> Instance:
@@ -443,6 +466,7 @@ class ProcessRuntime:
         started = inst.started_at or self._from_wall(status.get("startedAt"))
         inst.termination = Termination(exit_code=code, finished_at=finished, started_at=started,
                                        reason=reason, message=message, container_id=inst.container_id)
+        self._end_execs(inst)
         if inst.cgroup is not None:
             for _ in range(20):
                 inst.cgroup.remove()
@@ -457,6 +481,13 @@ class ProcessRuntime:
                 self.on_exit(uid)
             except Exception:  # a callback bug must not lose the exit
                 log.exception("on_exit callback failed")
+
+    @staticmethod
+    def _end_execs(inst: Instance) -> None:
+        """The container is gone: so is what was exec'd into it (see execctx)."""
+        cdir = inst.log_path.parent
+        execctx.kill_execs(cdir, inst.container_id)
+        execctx.remove_context(cdir, inst.container_id)
 
     def _kill_recorded(self, status: Obj | None) -> None:
         """SIGKILL the group of a container whose shim is gone, if it is still that process."""
@@ -593,6 +624,7 @@ class ProcessRuntime:
                                            container_id=inst.container_id)
             if inst.cgroup is not None:
                 inst.cgroup.remove()
+            self._end_execs(inst)
             _note(report, "exited", uid, f.container)
         elif isinstance(status.get("startError"), dict):
             err = status["startError"]
@@ -620,6 +652,7 @@ class ProcessRuntime:
             inst.termination = Termination(exit_code=137, finished_at=self.clock.now(), started_at=inst.started_at,
                                            reason=CONTAINER_STATUS_UNKNOWN, message=SHIM_LOST_MESSAGE,
                                            container_id=inst.container_id)
+            self._end_execs(inst)
             _note(report, "exited", uid, f.container)
         # else: never started (the agent stopped before its shim ran it): the slot starts again
         inst.done.set()
@@ -648,6 +681,7 @@ class ProcessRuntime:
             cg = _cgroup_from(f.record.get("cgroup"))
             if cg is not None:
                 cg.remove()
+            execctx.forget_container(f.log_path.parent)
             files.remove_instance_files(f.log_path)
             pod_dirs.add(f.log_path.parent.parent)
         for d in pod_dirs:
@@ -684,12 +718,17 @@ class ProcessRuntime:
         # Descendants that left the process group (setsid, setpgid) would
         # escape killpg: remember them now, kill the survivors at the end.
         strays = [p for i in live for p in _descendants(i.pid or 0) if _pgid(p.pid) != i.pid]
+        # Processes exec'd into the containers (and theirs) die with them:
+        # SIGTERM with the container's main process, SIGKILL at the end.
+        exec_roots = {i.container_id: execctx.exec_roots(i.log_path.parent, i.container_id) for i in live}
+        execs = {cid: execctx.with_descendants(roots) for cid, roots in exec_roots.items()}
         # As a container runtime does: SIGTERM to the container's main process
         # only (its children are killed when it exits, by the shim). Signalling
         # the whole group would change what a trapping shell reports: with its
         # `sleep & wait` child killed too, `trap exit TERM` exits 0, not 143.
         for i in live:
             _kill(i.pid or 0, signal.SIGTERM)
+            execctx.signal_processes(exec_roots[i.container_id], signal.SIGTERM)
         pending = [i for i in insts if not i.done.is_set()]
         if pending and grace > 0:
             await _wait_all(pending, grace)
@@ -698,6 +737,8 @@ class ProcessRuntime:
                 _killpg(i.pid, signal.SIGKILL)
         for p in strays:
             _signal(p, signal.SIGKILL)
+        for i in live:
+            execctx.kill_execs(i.log_path.parent, i.container_id, also=execs[i.container_id])
         await _wait_all([i for i in insts if not i.done.is_set()], 10.0)
 
     async def shutdown(self, grace: float) -> None:
@@ -729,6 +770,7 @@ class ProcessRuntime:
             cur = r.current
             if cur.running and cur.pid is not None and _same_process(cur):
                 _killpg(cur.pid, signal.SIGKILL)
+            execctx.forget_container(cur.log_path.parent)
             for n in range(cur.restart_count + 1):
                 files.remove_instance_files(cur.log_path.with_name(f"{n}.log"))
         if recs:

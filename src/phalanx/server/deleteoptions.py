@@ -4,13 +4,15 @@ kubectl sends ``{"propagationPolicy":"Background"}`` in the body (golden 67);
 curl users put ``gracePeriodSeconds`` / ``propagationPolicy`` in the query.
 A field in the body wins over the same query parameter. Pure: no I/O.
 
-Phalanx decision (README "kubectl"): a training job (PyTorchJob, TFJob) deleted
-with the Background policy, or with none, is deleted in the Foreground: it
-stays, marked with ``deletionTimestamp`` and the ``foregroundDeletion``
-finalizer, until the garbage collector has removed its pods, Services and
-PodGroup. So ``kubectl delete -f job.yaml`` (which always asks for Background
-and then waits for the object to be gone) returns only once nothing of the job
-is left. ``Orphan`` is honoured as asked.
+Phalanx decision (README "kubectl"): a training job (any of
+``registry.JOB_KINDS``: PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob,
+MPIJob) deleted with the Background policy, or with none, is deleted in the
+Foreground: it stays, marked with ``deletionTimestamp`` and the
+``foregroundDeletion`` finalizer, until the garbage collector has removed its
+pods, Services, PodGroup and other dependents (an MPIJob's ConfigMap, ...).
+So ``kubectl delete -f job.yaml`` (which always asks for Background and then
+waits for the object to be gone) returns only once nothing of the job is left.
+``Orphan`` is honoured as asked.
 """
 from __future__ import annotations
 

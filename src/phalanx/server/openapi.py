@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
 from phalanx.api import core, kubeflow, meta, volcano
-from phalanx.api.registry import RESOURCES, ResourceType
+from phalanx.api.registry import JOB_KINDS, RESOURCES, ResourceType
 
 from .openapi_docs import API_VERSION, DESCRIPTIONS, KIND, LIST_METADATA, METADATA
 
@@ -35,13 +35,15 @@ _DEFS = "#/$defs/"
 
 KIND_MODELS: dict[str, type[BaseModel]] = {
     "Pod": core.Pod, "Service": core.Service, "Node": core.Node, "Event": core.Event,
-    "Namespace": core.Namespace, "PyTorchJob": kubeflow.PyTorchJob, "TFJob": kubeflow.TFJob,
+    "Namespace": core.Namespace, "ConfigMap": core.ConfigMap,
+    "PyTorchJob": kubeflow.PyTorchJob, "TFJob": kubeflow.TFJob, "XGBoostJob": kubeflow.XGBoostJob,
+    "PaddleJob": kubeflow.PaddleJob, "JAXJob": kubeflow.JAXJob, "MPIJob": kubeflow.MPIJob,
     "PodGroup": volcano.PodGroup, "Queue": volcano.Queue,
 }
 # Status is a free dict on the kinds the controllers own; publish the typed
 # reading model (unknown fields preserved) so `kubectl explain` can show it.
 _STATUS_MODELS: dict[str, type[BaseModel]] = {
-    "PyTorchJob": kubeflow.JobStatus, "TFJob": kubeflow.JobStatus,
+    **{kind: kubeflow.JobStatus for kind in JOB_KINDS},
     "PodGroup": volcano.PodGroupStatus, "Queue": volcano.QueueStatus,
 }
 # Where each model module's types are named (apimachinery and core/v1 keep their Kubernetes names).

@@ -122,6 +122,76 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "enableDynamicWorker": "If true, workers may join and leave the cluster at runtime (TF_CONFIG of the "
                                "workers lists only the PS).",
     },
+    "XGBoostJob": {
+        "": "XGBoostJob represents a distributed XGBoost training job: one Master (running the Rabit tracker) and "
+            "Workers gang-scheduled as one PodGroup, each given MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK.",
+        "spec": "Specification of the desired state of the XGBoostJob.",
+        "status": "Most recently observed status of the XGBoostJob. Read-only (written by the job controller).",
+    },
+    "XGBoostJobSpec": {
+        "": "XGBoostJobSpec is the desired state of an XGBoostJob.",
+        "runPolicy": "RunPolicy encapsulates the runtime policies of the job: pod cleanup, deadlines, retries, "
+                     "TTL, suspension and gang scheduling.",
+        "xgbReplicaSpecs": "A map of replica type (Master, Worker) to its ReplicaSpec. A Master with exactly 1 "
+                           "replica is required. For example,\n  {\n    \"Master\": ReplicaSpec,\n"
+                           "    \"Worker\": ReplicaSpec,\n  }",
+    },
+    "PaddleJob": {
+        "": "PaddleJob represents a distributed PaddlePaddle training job: Workers (collective mode) or Masters "
+            "(parameter servers) and Workers, gang-scheduled as one PodGroup, with PADDLE_MASTER, PADDLE_NNODES "
+            "and PADDLE_JOB_ID injected into every pod.",
+        "spec": "Specification of the desired state of the PaddleJob.",
+        "status": "Most recently observed status of the PaddleJob. Read-only (written by the job controller).",
+    },
+    "PaddleJobSpec": {
+        "": "PaddleJobSpec is the desired state of a PaddleJob.",
+        "runPolicy": "RunPolicy encapsulates the runtime policies of the job: pod cleanup, deadlines, retries, "
+                     "TTL, suspension and gang scheduling.",
+        "elasticPolicy": "ElasticPolicy holds the elastic policy of the job (minimum and maximum replicas).",
+        "paddleReplicaSpecs": "A map of replica type (Master, Worker) to its ReplicaSpec. For example,\n  {\n"
+                              "    \"Master\": ReplicaSpec,\n    \"Worker\": ReplicaSpec,\n  }",
+    },
+    "PaddleElasticPolicy": {
+        "": "PaddleElasticPolicy bounds the number of replicas of an elastic PaddleJob.",
+        "minReplicas": "Lower bound of the number of replicas. Defaults to maxReplicas, or to the Worker replicas.",
+        "maxReplicas": "Upper bound of the number of replicas. Defaults to minReplicas, or to the Worker replicas.",
+        "maxRestarts": "The limit of restarts of pods in elastic mode.",
+        "metrics": "Metrics for scaling (autoscaling/v2 MetricSpec). Kept as given: no autoscaler is created for "
+                   "a PaddleJob, as in the original.",
+    },
+    "JAXJob": {
+        "": "JAXJob represents a distributed JAX training job: Workers gang-scheduled as one PodGroup, each given "
+            "COORDINATOR_ADDRESS, COORDINATOR_PORT, NUM_PROCESSES and PROCESS_ID for jax.distributed.",
+        "spec": "Specification of the desired state of the JAXJob.",
+        "status": "Most recently observed status of the JAXJob. Read-only (written by the job controller).",
+    },
+    "JAXJobSpec": {
+        "": "JAXJobSpec is the desired state of a JAXJob.",
+        "runPolicy": "RunPolicy encapsulates the runtime policies of the job: pod cleanup, deadlines, retries, "
+                     "TTL, suspension and gang scheduling.",
+        "jaxReplicaSpecs": "A map of replica type (Worker only) to its ReplicaSpec. For example,\n  {\n"
+                           "    \"Worker\": ReplicaSpec,\n  }",
+    },
+    "MPIJob": {
+        "": "MPIJob represents an MPI job: one Launcher running mpirun and Workers it starts ranks on through "
+            "the job's rsh agent (exec into the worker pods), with a hostfile in the job's ConfigMap.",
+        "spec": "Specification of the desired state of the MPIJob.",
+        "status": "Most recently observed status of the MPIJob. Read-only (written by the job controller).",
+    },
+    "MPIJobSpec": {
+        "": "MPIJobSpec is the desired state of an MPIJob.",
+        "slotsPerWorker": "Number of slots per worker in the hostfile (processes mpirun may start on each "
+                          "worker). Defaults to 1.",
+        "cleanPodPolicy": "Deprecated: use runPolicy.cleanPodPolicy, which wins when both are set; the chosen "
+                          "value is stored in both. Defaults to None.",
+        "mpiReplicaSpecs": "A map of replica type (Launcher, Worker) to its ReplicaSpec. A Launcher with exactly "
+                           "1 replica is required; Worker replicas default to 0. For example,\n  {\n"
+                           "    \"Launcher\": ReplicaSpec,\n    \"Worker\": ReplicaSpec,\n  }",
+        "mainContainer": "Name of the container of the worker pods that runs the MPI processes (the rsh agent "
+                         "execs into it). Defaults to the first container.",
+        "runPolicy": "RunPolicy encapsulates the runtime policies of the job: pod cleanup, deadlines, retries, "
+                     "TTL, suspension and gang scheduling.",
+    },
     "RunPolicy": {
         "": "RunPolicy encapsulates various runtime policies of the distributed training job, for example how to "
             "clean up resources and how long the job can stay active.",
@@ -154,12 +224,13 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     },
     "ReplicaSpec": {
         "": "ReplicaSpec is a description of one replica type of the job: how many pods and their template.",
-        "replicas": "Desired number of replicas of this type. Defaults to 1.",
+        "replicas": "Desired number of replicas of this type. Defaults to 1 (an MPIJob's Worker: 0).",
         "template": "The pod template of the replicas. Phalanx runs each container's command and args as a local "
                     "process; the image is recorded but not pulled.",
         "restartPolicy": "What happens when a replica's container exits: Always, OnFailure, Never, or ExitCode "
                          "(the failed pod is recreated only when its exit code is 128 or more, i.e. a signal). "
-                         "The default depends on the kind (PyTorchJob: OnFailure, TFJob: Never).",
+                         "The default depends on the kind (PyTorchJob, PaddleJob: OnFailure; TFJob, XGBoostJob, "
+                         "JAXJob, MPIJob: Never).",
     },
     "ElasticPolicy": {
         "": "ElasticPolicy configures torchrun's elastic rendezvous.",
@@ -494,6 +565,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     "Namespace": {"": "Namespace provides a scope for names.",
                   "spec": "Spec defines the behavior of the namespace.",
                   "status": "Status describes the current status of the namespace."},
+    "ConfigMap": {"": "ConfigMap holds configuration data for pods to consume (an MPIJob's hostfile and rsh agent).",
+                  "data": "Configuration data, UTF-8 strings by key.",
+                  "binaryData": "Binary configuration data, base64-encoded by key.",
+                  "immutable": "If true, the data cannot be updated (only the object deleted and recreated)."},
     "NamespaceSpec": {"": "NamespaceSpec describes the attributes on a namespace.",
                       "finalizers": "Must be empty before the namespace is removed."},
     "Event": {

@@ -252,12 +252,18 @@ class PrinterColumn:
     format: str = ""
 
 
-# As in the CRDs (training-operator v1.9, Volcano): names and case exactly as declared.
+_JOB_STATE = PrinterColumn("State", "string", ".status.conditions[-1:].type")
+_JOB_AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp")
+
+# As in the CRDs (training-operator v1.9, Volcano): names, case and order exactly as
+# declared (the MPIJob CRD lists Age before State).
 CRD_COLUMNS: dict[str, tuple[PrinterColumn, ...]] = {
-    "PyTorchJob": (PrinterColumn("State", "string", ".status.conditions[-1:].type"),
-                   PrinterColumn("Age", "date", ".metadata.creationTimestamp")),
-    "TFJob": (PrinterColumn("State", "string", ".status.conditions[-1:].type"),
-              PrinterColumn("Age", "date", ".metadata.creationTimestamp")),
+    "PyTorchJob": (_JOB_STATE, _JOB_AGE),
+    "TFJob": (_JOB_STATE, _JOB_AGE),
+    "XGBoostJob": (_JOB_STATE, _JOB_AGE),
+    "PaddleJob": (_JOB_STATE, _JOB_AGE),
+    "JAXJob": (_JOB_STATE, _JOB_AGE),
+    "MPIJob": (_JOB_AGE, _JOB_STATE),
     "PodGroup": (PrinterColumn("STATUS", "string", ".status.phase"),
                  PrinterColumn("minMember", "integer", ".spec.minMember"),
                  PrinterColumn("RUNNINGS", "integer", ".status.running"),

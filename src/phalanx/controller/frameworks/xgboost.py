@@ -1,25 +1,89 @@
-"""XGBoostJob: env (reference §5) and status rules (§6). SKELETON: hooks to be written."""
+"""XGBoostJob: env (reference §5.3) and status rules (§6.6), in the fixed order Master, Worker."""
 from __future__ import annotations
 
-from ..job.conditions import StatusWriter
-from .base import Addressing, Framework, ReplicaState
+from ..job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from ..job.fields import name
+from .base import Addressing, Framework, ReplicaState, replicas_of
+
+MASTER = "Master"
+WORKER = "Worker"
+
+
+def _env(name_: str, value: object) -> dict:
+    return {"name": name_, "value": str(value)}
 
 
 class XGBoostFramework(Framework):
     kind = "XGBoostJob"
     controller_name = "xgboostjob-controller"
     replica_specs_field = "xgbReplicaSpecs"
-    replica_types = ("Master", "Worker")
+    replica_types = (MASTER, WORKER)
     default_container_name = "xgboost"
     default_port_name = "xgboostjob-port"
     default_port = 9999
     default_restart_policy = "Never"
 
     def is_master_role(self, job: dict, rtype: str, index: int) -> bool:
-        raise NotImplementedError
+        """Every Master pod (the original compares the type only)."""
+        return rtype == MASTER
 
     def pod_env(self, job: dict, rtype: str, index: int, addressing: Addressing) -> list[dict]:
-        raise NotImplementedError
+        """``SetPodEnv`` order: MASTER_PORT, MASTER_ADDR, WORLD_SIZE, RANK,
+        PYTHONUNBUFFERED, then (LightGBM, more than one pod) WORKER_PORT and
+        WORKER_ADDRS.
+
+        WORKER_ADDRS lists ``total - 1`` worker hosts, as the original (the worker
+        count, the Master being exactly one). WORKER_PORT is worker-0's effective
+        port: in Kubernetes every worker declares the same port; on the local
+        runtime host ports are unique on the machine, so the other workers' Services
+        were given other host ports and WORKER_PORT is only exact for worker-0.
+        """
+        total = self.total_replicas(job)
+        rank = index
+        if rtype == WORKER:
+            rank += replicas_of(self.replica_spec(job, MASTER) or {"replicas": 0})
+        env = [
+            _env("MASTER_PORT", addressing.port(MASTER, 0, self.default_port_name, self.default_port)),
+            _env("MASTER_ADDR", addressing.host(MASTER, 0)),
+            _env("WORLD_SIZE", total),
+            _env("RANK", rank),
+            _env("PYTHONUNBUFFERED", "1"),
+        ]
+        if total > 1:
+            env.append(_env("WORKER_PORT", addressing.port(WORKER, 0, self.default_port_name, self.default_port)))
+            env.append(_env("WORKER_ADDRS", ",".join(addressing.host(WORKER, i) for i in range(total - 1))))
+        return env
+
+    def _in_order(self, replicas: list[ReplicaState]) -> list[ReplicaState]:
+        rank = {t: i for i, t in enumerate(self.replica_types)}
+        return sorted(replicas, key=lambda r: (rank.get(r.rtype, len(rank)), r.rtype))
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        raise NotImplementedError
+        """§6.6 in the fixed order Master, Worker (the original used map order).
+
+        The Master decides Running and success (early return). Any failed replica
+        first sets Running, then Restarting under ExitCode, else Failed, whatever
+        the policy (OnFailure and Always included), as the original.
+        """
+        jname = name(job)
+        running_msg = f"XGBoostJob {jname} is running."
+        for r in self._in_order(replicas):
+            expected = r.replicas - r.succeeded
+            if r.rtype == MASTER:
+                if r.active > 0:
+                    st.set(RUNNING, st.reason("Running"), running_msg, event="Normal")
+                if expected == 0:
+                    st.set(RUNNING, st.reason("Running"), running_msg, event="Normal")
+                    st.set_completion_time()
+                    st.set(SUCCEEDED, st.reason("Succeeded"), f"XGBoostJob {jname} is successfully completed.",
+                           event="Normal")
+                    return
+            if r.failed > 0:
+                st.set(RUNNING, st.reason("Running"), running_msg, event="Normal")
+                if r.restart_policy == "ExitCode":
+                    msg = f"XGBoostJob {jname} is restarting because {r.failed} {r.rtype} replica(s) failed."
+                    st.set(RESTARTING, st.reason("Restarting"), msg, event="Warning")
+                else:
+                    msg = f"XGBoostJob {jname} is failed because {r.failed} {r.rtype} replica(s) failed."
+                    st.set_completion_time()
+                    st.set(FAILED, st.reason("Failed"), msg, event="Normal")
