@@ -29,6 +29,10 @@ class FakeInformer:
     def list(self, ns=None, label_selector=None):
         return [o for (n, _), o in self.objs.items() if ns is None or n == ns]
 
+    def by_index(self, index, value):
+        assert index == ctl.OWNER_INDEX
+        return [o for o in self.objs.values() if ctl._controller_uid(o) == [value]]
+
 
 class FakeClient:
     """Records calls; ``fail[(op, kind, name)] = exception`` makes a call raise."""

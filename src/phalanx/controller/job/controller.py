@@ -33,6 +33,7 @@ from .plan import Plan, ReconcileOptions
 
 log = logging.getLogger(__name__)
 
+OWNER_INDEX = "controller-uid"
 CONFLICT_RETRY = 0.05  # seconds; the job's MODIFIED event usually arrives first
 ERROR_RETRY = 1.0
 
@@ -72,6 +73,8 @@ class JobController:
         self.podgroups = Informer(client, "PodGroup") if self.options.gang_scheduler else None
         owned = sorted({k for fw in self.frameworks.values() for k in fw.owned_kinds(self.options)})
         self.owned = {k: Informer(client, k) for k in owned}  # Framework.owned_objects (MPI's ConfigMap)
+        for inf in (self.pods, self.services, *self.owned.values()):
+            inf.add_index(OWNER_INDEX, _controller_uid)  # a job's objects without scanning the namespace
         self.controller = Controller("job-controller", self.reconcile, workers=workers)
         self._written_rv: dict[str, int] = {}
 
@@ -144,12 +147,13 @@ class JobController:
         if is_deleting(job) or self._stale(key, job):
             return None
         juid = uid(job)
-        pods = [p for p in self.pods.list(ns) if _controlled_by(p, juid)]
-        services = [s for s in self.services.list(ns) if _controlled_by(s, juid)]
+        pods = sorted(self.pods.by_index(OWNER_INDEX, juid), key=name) if juid else []
+        services = sorted(self.services.by_index(OWNER_INDEX, juid), key=name) if juid else []
         group = self.podgroups.get(ns, jname) if self.podgroups is not None else None
         if group is not None and not _controlled_by(group, juid):
             group = None
-        others = [o for k in fw.owned_kinds(self.options) for o in self.owned[k].list(ns) if _controlled_by(o, juid)]
+        others = [o for k in fw.owned_kinds(self.options) for o in self.owned[k].by_index(OWNER_INDEX, juid)] \
+            if juid else []
         plan = reconcile(job, pods, services, group, self.clock.now(), fw, self.options, others)
         return await self.apply(key, kind, job, plan)
 
@@ -291,6 +295,11 @@ class JobController:
             log.warning("updating %s %s/%s: %s", kind_, ns, n, e.message)
             return ERROR_RETRY
         return None
+
+
+def _controller_uid(obj: dict) -> list[str]:
+    ref = controller_ref(obj)
+    return [ref["uid"]] if ref is not None and isinstance(ref.get("uid"), str) and ref["uid"] else []
 
 
 def _controlled_by(obj: dict, job_uid: str) -> bool:
