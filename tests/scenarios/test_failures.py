@@ -225,6 +225,8 @@ async def _all_workers_fail(cluster, recorder, clean_pod_policy: str | None, com
     # Well before the master would have completed (it sleeps 4 s); it never did.
     assert "Completed" not in recorder.states("Pod", "pytest-master-0")
     await wait_nothing_left(c, created)
+    await wait_until(lambda: all(recorder.states("Pod", n)[-1] == "<deleted>" for n in PT_PODS), 5,
+                     "the recorder to see every pod deleted")
     # Failed and deleted: never restarted after the failure.
     for n in PT_PODS:
         assert recorder.states("Pod", n)[-1] == "<deleted>"
@@ -470,7 +472,9 @@ async def _deadline(cluster, recorder, seconds: int, sleep: float) -> tuple[dict
     lateness = recorder.wall(recorder.first_time("PyTorchJob", "pytest", "Failed")) - deadline
     await wait_nothing_left(c, created)
     assert "Completed" not in recorder.states("Pod", "pytest-master-0")
-    assert all(recorder.states("Pod", n)[-1] == "<deleted>" for n in PT_PODS)
+    # The store is empty; the recorder's watch may still be delivering the last deletions.
+    await wait_until(lambda: all(recorder.states("Pod", n)[-1] == "<deleted>" for n in PT_PODS), 5,
+                     "the recorder to see every pod deleted")
     await assert_transitions_have_events(c, "PyTorchJob", "pytest", recorder.states("PyTorchJob", "pytest"))
     return j, lateness
 
