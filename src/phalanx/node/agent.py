@@ -206,9 +206,7 @@ class NodeAgent:
 
     def held_names(self, owner: str) -> set[tuple[str, str]]:
         """(namespace, service) of the hosts entries ``owner`` holds."""
-        table = self.network.snapshot().get("published") or {}
-        return {tuple(k.split("/", 1)) for k, e in table.items()  # type: ignore[misc]
-                if "/" in k and owner in ((e or {}).get("holders") or [])}
+        return self.network.held_by(owner)
 
     def owner_of(self, pod: Obj) -> str:
         m = pod.get("metadata") or {}

@@ -3,16 +3,18 @@
 Pods share this machine's port space, so every declared Service port gets a
 host port unique on the machine (the declared number when it is free), and
 every Service / pod a loopback address ``127.x.y.z``. Allocations live in
-``<state>/network/allocations.json`` so a restart keeps them. Names resolve
-through ``<state>/network/hosts``, read by nss_wrapper when it is installed
-(``LD_PRELOAD=libnss_wrapper.so NSS_WRAPPER_HOSTS=...``) and by
-``phalanx.node.initwait``.
+``<state>/network/allocations.json`` plus the journal of changes since
+(``allocations.journal``, one JSON line per change) so a restart keeps them.
+Names resolve through ``<state>/network/hosts``, read by nss_wrapper when it
+is installed (``LD_PRELOAD=libnss_wrapper.so NSS_WRAPPER_HOSTS=...``) and by
+``phalanx.node.initwait``; it shows a change within ``HOSTS_FLUSH_INTERVAL``.
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes.util
 import fcntl
+import functools
 import ipaddress
 import json
 import logging
@@ -21,6 +23,7 @@ import platform
 import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -51,6 +54,12 @@ def find_nss_wrapper() -> str | None:
     env = os.environ.get("PHALANX_NSS_WRAPPER")
     if env is not None:
         return env if env and os.path.isfile(env) else None
+    return _search_nss_wrapper()
+
+
+@functools.lru_cache(maxsize=1)
+def _search_nss_wrapper() -> str | None:
+    """The system's libnss_wrapper.so, looked up once (every pod start asks)."""
     multiarch = f"{platform.machine()}-linux-gnu"
     for d in _LIB_DIRS:
         for name in ("libnss_wrapper.so", "libnss_wrapper.so.0"):
@@ -90,67 +99,362 @@ def port_free(port: int, protocol: str = "TCP") -> bool:
         s.close()
 
 
-def _empty_table() -> Obj:
-    return {"version": 1, "cursor": FIRST_ADDRESS, "portCursor": PORT_RANGE[0],
-            "addresses": {}, "ports": {}, "published": {}}
+# The hosts file is rewritten at most once per this many seconds while names
+# change (a burst of publishes shares one write); a change after a quiet spell
+# is written before the call returns. Readers poll it (initwait every 50 ms).
+HOSTS_FLUSH_INTERVAL = 0.01
+# The journal is folded into allocations.json once it outgrows this and twice
+# the table: a rewrite of O(N) every Omega(N) operations, O(1) amortised.
+COMPACT_MIN_BYTES = 256 * 1024
+_SECTIONS = ("addresses", "ports", "published")
+
+
+def _ip(n: int) -> str:
+    return socket.inet_ntoa(n.to_bytes(4, "big"))
+
+
+def _valid(section: str, value: Any) -> bool:
+    """Whether a value read from disk fits its section (a damaged entry is skipped)."""
+    if section == "addresses":
+        return isinstance(value, str)
+    if section == "ports":
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(p, int) and not isinstance(p, bool) for k, p in value.items())
+    if not (isinstance(value, dict) and isinstance(value.get("address"), str)
+            and isinstance(value.get("holders", []), list)
+            and all(isinstance(h, str) for h in value.get("holders", []))):
+        return False
+    try:  # it goes into the hosts file verbatim
+        ipaddress.IPv4Address(value["address"])
+    except ValueError:
+        return False
+    return True
+
+
+class _Table:
+    """The allocation table in memory, with reverse indexes so that every lookup
+    is O(1), and the change of the transaction in progress: journaled when it
+    commits, undone when it raises."""
+
+    def __init__(self, cursor: str, port_cursor: int) -> None:
+        self.addresses: dict[str, str] = {}
+        self.ports: dict[str, dict[str, int]] = {}
+        self.published: dict[str, Obj] = {}
+        self.cursor = cursor
+        self.port_cursor = port_cursor
+        self.address_owner: dict[str, str] = {}
+        self.port_owner: dict[int, str] = {}
+        self.held: dict[str, set[str]] = {}  # holder -> published keys it holds
+        self.hosts_blocks: dict[str, str] = {}  # published key -> its hosts lines (cache)
+        self._change: dict[str, Any] = {}
+        self._before: dict[tuple[str, str], Any] = {}
+
+    # -------------------------------------------------------------- changes
+
+    def put(self, section: str, key: str, value: Any) -> None:
+        """Set (None: drop) one entry, recording the change."""
+        current = getattr(self, section).get(key)
+        if current == value:
+            return
+        self._before.setdefault((section, key), current)
+        self._set(section, key, value)
+        self._change.setdefault(section, {})[key] = value
+
+    def set_cursor(self, name: str, value: Any) -> None:
+        attr = "cursor" if name == "cursor" else "port_cursor"
+        if getattr(self, attr) == value:
+            return
+        self._before.setdefault((name, ""), getattr(self, attr))
+        setattr(self, attr, value)
+        self._change[name] = value
+
+    def commit(self) -> Obj | None:
+        change, self._change, self._before = self._change, {}, {}
+        return change or None
+
+    def rollback(self) -> None:
+        for (section, key), old in reversed(list(self._before.items())):
+            if section in _SECTIONS:
+                self._set(section, key, old)
+            else:
+                setattr(self, "cursor" if section == "cursor" else "port_cursor", old)
+        self._change, self._before = {}, {}
+
+    def _set(self, section: str, key: str, value: Any) -> None:
+        """Set or drop an entry and keep the indexes in step."""
+        if section == "addresses":
+            old = self.addresses.pop(key, None)
+            if old is not None and self.address_owner.get(old) == key:
+                del self.address_owner[old]
+            if value is not None:
+                self.addresses[key] = value
+                self.address_owner[value] = key
+        elif section == "ports":
+            for p in (self.ports.pop(key, None) or {}).values():
+                if self.port_owner.get(p) == key:
+                    del self.port_owner[p]
+            if value is not None:
+                self.ports[key] = value
+                for p in value.values():
+                    self.port_owner[p] = key
+        else:
+            self.hosts_blocks.pop(key, None)
+            for h in (self.published.pop(key, None) or {}).get("holders") or []:
+                keys = self.held.get(h)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self.held[h]
+            if value is not None:
+                self.published[key] = value
+                for h in value.get("holders") or []:
+                    self.held.setdefault(h, set()).add(key)
+
+    # -------------------------------------------------------------- disk
+
+    def apply(self, data: Obj) -> None:
+        """Apply a snapshot or a journal line (entries set, None drops them);
+        entries of the wrong shape are skipped."""
+        for section in _SECTIONS:
+            entries = data.get(section)
+            if not isinstance(entries, dict):
+                continue
+            for key, value in entries.items():
+                if value is None or _valid(section, value):
+                    self._set(section, key, value)
+        cursor = data.get("cursor")
+        if isinstance(cursor, str):
+            with contextlib.suppress(ValueError):
+                self.cursor = str(ipaddress.IPv4Address(cursor))
+        port_cursor = data.get("portCursor")
+        if isinstance(port_cursor, int) and not isinstance(port_cursor, bool):
+            self.port_cursor = port_cursor
+
+    def to_dict(self) -> Obj:
+        """The table as ``allocations.json`` holds it (a deep copy)."""
+        return {"version": 1, "cursor": self.cursor, "portCursor": self.port_cursor,
+                "addresses": dict(self.addresses),
+                "ports": {o: dict(m) for o, m in self.ports.items()},
+                "published": {k: {"address": e["address"], "holders": list(e.get("holders") or [])}
+                              for k, e in self.published.items()}}
 
 
 class LocalNetwork:
     """Address and port allocation plus the hosts file, shared by all local agents.
 
     Safe across threads (the store may run admission plugins in a worker
-    thread) and processes (a file lock guards every read-modify-write).
+    thread) and processes sharing the state directory: a file lock guards
+    every read-modify-write. Each process keeps the table in memory and, under
+    the lock, reads only what other processes appended to the journal since it
+    last looked, so an operation costs O(1) amortised in the number of
+    allocations (the journal is folded into ``allocations.json`` now and then).
+    Nothing is fsynced: after a machine crash the pods are gone too, and
+    ``sync_services`` re-derives Service allocations from their annotations.
     """
 
     def __init__(self, state_dir: Path, *, first_address: str = FIRST_ADDRESS,
-                 port_range: tuple[int, int] = PORT_RANGE, check_bind: bool = True) -> None:
+                 port_range: tuple[int, int] = PORT_RANGE, check_bind: bool = True,
+                 hosts_interval: float = HOSTS_FLUSH_INTERVAL) -> None:
         self.dir = Path(state_dir) / "network"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.table_path = self.dir / "allocations.json"
+        self.journal_path = self.dir / "allocations.journal"
         self.hosts_path = self.dir / "hosts"
         self._lock_path = self.dir / ".lock"
         self._first = int(ipaddress.IPv4Address(first_address))
         self._last = int(ipaddress.IPv4Address(LAST_ADDRESS))
         self.port_range = port_range
         self.check_bind = check_bind
+        self.hosts_interval = hosts_interval
         self._mutex = threading.RLock()
+        self._pid = -1  # the process the files were opened in
+        self._lock_file: Any = None
+        self._journal: Any = None
+        self._table: _Table | None = None
+        self._generation = -1  # compactions seen (kept in the lock file)
+        self._snapshot_stamp: tuple[int, int, int] | None = None
+        self._snapshot_bytes = 0
+        self._offset = 0  # journal bytes applied (up to the last complete line)
+        self._journal_size = 0
+        self._timer: threading.Timer | None = None
+        self._last_flush = float("-inf")
         with self._transaction() as t:
-            self._write_hosts(t)
+            content = self._render_hosts(t)
+            try:
+                current = self.hosts_path.read_text()
+            except OSError:
+                current = None
+            if current != content:
+                _atomic_write(self.hosts_path, content)
 
     # ------------------------------------------------------------------ storage
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[Obj]:
-        with self._mutex, open(self._lock_path, "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    def _transaction(self) -> Iterator[_Table]:
+        """The table, up to date, under the lock; its change is journaled on exit."""
+        with self._mutex:
+            self._open()
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX)
             try:
-                table = self._load()
-                before = json.dumps(table, sort_keys=True)
-                yield table
-                if json.dumps(table, sort_keys=True) != before:
-                    _atomic_write(self.table_path, json.dumps(table, indent=1, sort_keys=True) + "\n")
+                t = self._sync()
+                try:
+                    yield t
+                except BaseException:
+                    t.rollback()
+                    raise
+                change = t.commit()
+                if change:
+                    try:
+                        self._append(change)
+                    except BaseException:
+                        self._table = None  # memory is ahead of the disk: read it all again
+                        raise
+                    if "published" in change:
+                        self._hosts_changed(t)
             finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                fcntl.flock(self._lock_file, fcntl.LOCK_UN)
 
-    def _load(self) -> Obj:
+    def _open(self) -> None:
+        if self._pid == os.getpid():
+            return
+        # First use, or a forked child: a lock shared with the parent would exclude nothing.
+        for f in (self._lock_file, self._journal):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+        self._lock_file = os.fdopen(os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644), "r+b", buffering=0)
+        self._journal = os.fdopen(os.open(self.journal_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644),
+                                  "r+b", buffering=0)
+        self._pid = os.getpid()
+        self._table = None
+        self._timer = None  # a parent's timer thread does not exist here
+
+    def _sync(self) -> _Table:
+        """Catch up with other processes (under the lock): the journal's new lines,
+        or everything again after a compaction."""
+        generation = self._read_generation()
+        stamp = _stamp(self.table_path)
+        if self._table is None or generation != self._generation or stamp != self._snapshot_stamp:
+            return self._reload(generation, stamp)
+        size = os.fstat(self._journal.fileno()).st_size
+        if size < self._offset:
+            return self._reload(generation, stamp)
+        self._journal_size = size
+        if size > self._offset:
+            self._read_journal(self._table, size)
+        return self._table
+
+    def _reload(self, generation: int, stamp: tuple[int, int, int] | None) -> _Table:
+        t = _Table(_ip(self._first), self.port_range[0])
         try:
-            data = json.loads(self.table_path.read_text())
+            raw = self.table_path.read_bytes()
         except FileNotFoundError:
-            return _empty_table()
-        except (OSError, ValueError) as e:
+            raw = b""
+        except OSError as e:
             log.warning("local network table %s unreadable (%s); starting a new one", self.table_path, e)
-            return _empty_table()
-        table = _empty_table()
-        if isinstance(data, dict):
-            for k in table:
-                if k in data and isinstance(data[k], type(table[k])):
-                    table[k] = data[k]
-        return table
+            raw = b""
+        if raw:
+            try:
+                data = json.loads(raw)
+            except ValueError as e:
+                log.warning("local network table %s unreadable (%s); starting a new one", self.table_path, e)
+                data = None
+            if isinstance(data, dict):
+                t.apply(data)
+        self._table, self._generation, self._snapshot_stamp = t, generation, stamp
+        self._snapshot_bytes, self._offset = len(raw), 0
+        self._journal_size = os.fstat(self._journal.fileno()).st_size
+        if self._journal_size:
+            self._read_journal(t, self._journal_size)
+        return t
+
+    def _read_journal(self, t: _Table, end: int) -> None:
+        """Apply the complete lines between the offset and ``end``; a partial
+        last line (a writer died mid-append) is left for truncation."""
+        fd = self._journal.fileno()
+        chunks, pos = [], self._offset
+        while pos < end:
+            chunk = os.pread(fd, end - pos, pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            pos += len(chunk)
+        data = b"".join(chunks)
+        last = data.rfind(b"\n")
+        if last < 0:
+            return
+        for line in data[:last + 1].splitlines():
+            if not line.strip():
+                continue
+            try:
+                change = json.loads(line)
+            except ValueError:
+                log.warning("local network journal %s: skipping a damaged line", self.journal_path)
+                continue
+            if isinstance(change, dict):
+                t.apply(change)
+        self._offset += last + 1
+
+    def _append(self, change: Obj) -> None:
+        line = (json.dumps(change, separators=(",", ":"), sort_keys=True) + "\n").encode()
+        fd = self._journal.fileno()
+        if self._journal_size != self._offset:  # a partial line left by a writer that died
+            os.ftruncate(fd, self._offset)
+        written = os.write(fd, line)
+        if written != len(line):
+            os.ftruncate(fd, self._offset)
+            raise OSError(f"short write to {self.journal_path}")
+        self._offset += written
+        self._journal_size = self._offset
+        if self._offset > max(COMPACT_MIN_BYTES, 2 * self._snapshot_bytes):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Fold the journal into ``allocations.json``. Each step leaves a state
+        that replays to the same table: the journal's entries are absolute
+        values, so replaying them over the new snapshot changes nothing."""
+        assert self._table is not None
+        raw = (json.dumps(self._table.to_dict(), separators=(",", ":"), sort_keys=True) + "\n").encode()
+        try:
+            _atomic_write(self.table_path, raw.decode())
+            self._snapshot_stamp, self._snapshot_bytes = _stamp(self.table_path), len(raw)
+            self._write_generation(self._generation + 1)  # others reload before reading the journal again
+            self._generation += 1
+            os.ftruncate(self._journal.fileno(), 0)
+            self._offset = self._journal_size = 0
+        except OSError as e:
+            log.warning("compacting the local network journal failed (%s); it keeps growing", e)
+            self._table = None  # re-read the disk, whatever step failed
+
+    def _read_generation(self) -> int:
+        raw = os.pread(self._lock_file.fileno(), 32, 0)
+        try:
+            return int(raw.strip() or b"0")
+        except ValueError:
+            return 0
+
+    def _write_generation(self, generation: int) -> None:
+        data = f"{generation}\n".encode()
+        fd = self._lock_file.fileno()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
 
     def snapshot(self) -> Obj:
         """A copy of the allocation table (for tests and diagnostics)."""
         with self._transaction() as t:
-            return json.loads(json.dumps(t))
+            return t.to_dict()
+
+    def close(self) -> None:
+        """Write a pending hosts change and close the files (reopened on next use)."""
+        with self._mutex:
+            if self._pid == os.getpid() and self._timer is not None:
+                self.flush()
+            for f in (self._lock_file, self._journal):
+                if f is not None:
+                    with contextlib.suppress(OSError):
+                        f.close()
+            self._lock_file = self._journal = None
+            self._pid = -1
 
     # ------------------------------------------------------------------ addresses
 
@@ -159,11 +463,11 @@ class LocalNetwork:
         with self._transaction() as t:
             return self._allocate_address(t, owner)
 
-    def _allocate_address(self, t: Obj, owner: str) -> str:
-        if owner in t["addresses"]:
-            return t["addresses"][owner]
-        used = set(t["addresses"].values())
-        start = int(ipaddress.IPv4Address(t.get("cursor") or FIRST_ADDRESS))
+    def _allocate_address(self, t: _Table, owner: str) -> str:
+        have = t.addresses.get(owner)
+        if have is not None:
+            return have
+        start = int(ipaddress.IPv4Address(t.cursor))
         if not self._first <= start <= self._last:
             start = self._first
         span = self._last - self._first + 1
@@ -171,34 +475,37 @@ class LocalNetwork:
             n = self._first + (start - self._first + i) % span
             if n & 0xFF in (0, 255):
                 continue
-            ip = str(ipaddress.IPv4Address(n))
-            if ip not in used:
-                t["addresses"][owner] = ip
-                t["cursor"] = str(ipaddress.IPv4Address(self._first + (n - self._first + 1) % span))
+            ip = _ip(n)
+            if ip not in t.address_owner:
+                t.put("addresses", owner, ip)
+                t.set_cursor("cursor", _ip(self._first + (n - self._first + 1) % span))
                 return ip
         raise Invalid([FieldError("metadata.annotations", "Invalid", "no free loopback address left",
                                   ANNOTATION_ADDRESS)])
 
     def address_of(self, owner: str) -> str | None:
         with self._transaction() as t:
-            return t["addresses"].get(owner)
+            return t.addresses.get(owner)
 
     def release(self, owner: str) -> None:
         """Give back the owner's address and host ports."""
         with self._transaction() as t:
-            t["addresses"].pop(owner, None)
-            t["ports"].pop(owner, None)
+            t.put("addresses", owner, None)
+            t.put("ports", owner, None)
 
     def retain(self, prefix: str, keep: set[str]) -> list[str]:
         """Release every owner starting with ``prefix`` that is not in ``keep``
         (allocations whose objects vanished while we were not looking)."""
         with self._transaction() as t:
-            gone = sorted({o for o in list(t["addresses"]) + list(t["ports"])
-                           if o.startswith(prefix) and o not in keep})
-            for o in gone:
-                t["addresses"].pop(o, None)
-                t["ports"].pop(o, None)
-            return gone
+            return self._retain(t, prefix, keep)
+
+    @staticmethod
+    def _retain(t: _Table, prefix: str, keep: set[str]) -> list[str]:
+        gone = sorted({o for o in [*t.addresses, *t.ports] if o.startswith(prefix) and o not in keep})
+        for o in gone:
+            t.put("addresses", o, None)
+            t.put("ports", o, None)
+        return gone
 
     # ------------------------------------------------------------------ ports
 
@@ -210,45 +517,48 @@ class LocalNetwork:
         with self._transaction() as t:
             return self._allocate_ports(t, owner, ports)
 
-    def _allocate_ports(self, t: Obj, owner: str, ports: list[tuple[str, int, str]]) -> dict[str, int]:
-        mine: dict[str, int] = dict(t["ports"].get(owner) or {})
-        keys = [k for k, _, _ in ports]
-        mine = {k: v for k, v in mine.items() if k in keys}
-        taken = {p for o, m in t["ports"].items() if o != owner for p in m.values()}
-        taken |= set(mine.values())
+    def _allocate_ports(self, t: _Table, owner: str, ports: list[tuple[str, int, str]]) -> dict[str, int]:
+        keys = {k for k, _, _ in ports}
+        mine = {k: v for k, v in (t.ports.get(owner) or {}).items() if k in keys}
+        used = set(mine.values())
+
+        def taken(port: int) -> bool:
+            holder = t.port_owner.get(port)
+            return port in used or (holder is not None and holder != owner)
+
         result: dict[str, int] = {}
         for key, declared, protocol in ports:
             if key in mine:
                 result[key] = mine[key]
                 continue
-            if 0 < declared < 65536 and declared not in taken and self._bindable(declared, protocol):
+            if 0 < declared < 65536 and not taken(declared) and self._bindable(declared, protocol):
                 port = declared
             else:
                 port = self._next_free_port(t, taken, protocol)
-            taken.add(port)
+            used.add(port)
             result[key] = port
-        t["ports"][owner] = result
+        t.put("ports", owner, result)
         return result
 
     def _bindable(self, port: int, protocol: str) -> bool:
         return not self.check_bind or port_free(port, protocol)
 
-    def _next_free_port(self, t: Obj, taken: set[int], protocol: str) -> int:
+    def _next_free_port(self, t: _Table, taken: Any, protocol: str) -> int:
         lo, hi = self.port_range
         span = hi - lo + 1
-        start = t.get("portCursor") or lo
+        start = t.port_cursor or lo
         if not lo <= start <= hi:
             start = lo
         for i in range(span):
             port = lo + (start - lo + i) % span
-            if port not in taken and self._bindable(port, protocol):
-                t["portCursor"] = lo + (port - lo + 1) % span
+            if not taken(port) and self._bindable(port, protocol):
+                t.set_cursor("portCursor", lo + (port - lo + 1) % span)
                 return port
         raise Invalid([FieldError("spec.ports", "Invalid", f"no free host port left in {lo}-{hi}", None)])
 
     def ports_of(self, owner: str) -> dict[str, int]:
         with self._transaction() as t:
-            return dict(t["ports"].get(owner) or {})
+            return dict(t.ports.get(owner) or {})
 
     # ------------------------------------------------------------------ services
 
@@ -271,10 +581,9 @@ class LocalNetwork:
         owner = service_owner(ns, name)
         if op == "delete":
             with self._transaction() as t:
-                t["addresses"].pop(owner, None)
-                t["ports"].pop(owner, None)
-                if t["published"].pop(f"{ns}/{name}", None) is not None:
-                    self._write_hosts(t)
+                t.put("addresses", owner, None)
+                t.put("ports", owner, None)
+                t.put("published", f"{ns}/{name}", None)
             return obj
         if op not in ("create", "update") or obj is None:
             return obj
@@ -291,101 +600,123 @@ class LocalNetwork:
         return obj
 
     def sync_services(self, services: list[Obj]) -> list[str]:
-        """Release allocations and hosts entries of Services that no longer exist."""
-        keep = set()
+        """Release allocations and hosts entries of Services that no longer exist,
+        and take back from their annotations the allocations of those that do
+        but that the table lost (it is not fsynced)."""
+        owners: dict[str, Obj] = {}
         for s in services:
             m = s.get("metadata") or {}
-            keep.add(service_owner(m.get("namespace") or "default", m.get("name", "")))
-        gone = self.retain("Service/", keep)
+            owners[service_owner(m.get("namespace") or "default", m.get("name", ""))] = s
         with self._transaction() as t:
-            stale = [k for k in t["published"] if service_owner(*k.split("/", 1)) not in keep]
-            for k in stale:
-                del t["published"][k]
-            if stale:
-                self._write_hosts(t)
+            gone = self._retain(t, "Service/", set(owners))
+            for k in [k for k in t.published if service_owner(*k.partition("/")[::2]) not in owners]:
+                t.put("published", k, None)
+            for owner, s in owners.items():
+                _readopt(t, owner, s)
         return gone
 
     # ------------------------------------------------------------------ hosts file
 
     def publish(self, name: str, namespace: str, address: str, holder: str | None = None) -> None:
         """Make ``name`` (and its namespace-qualified forms) resolve to ``address``.
-        With ``holder``, the entry stays until every holder unpublished it."""
+        With ``holder``, the entry stays until every holder unpublished it.
+        The hosts file shows it within ``hosts_interval`` (see ``flush``)."""
         if not is_dns_label(name) or not is_dns_label(namespace):
             raise ValueError(f"cannot publish {namespace!r}/{name!r}: names must be DNS labels")
         address = str(ipaddress.IPv4Address(address))
         key = f"{namespace}/{name}"
         with self._transaction() as t:
-            entry = t["published"].get(key)
-            if entry is None or entry.get("address") != address:
-                entry = {"address": address, "holders": []}
-            holders = set(entry.get("holders") or [])
+            entry = t.published.get(key)
+            holders = set(entry.get("holders") or []) if entry and entry.get("address") == address else set()
             holders.add(holder or "")
-            entry["holders"] = sorted(holders)
-            changed = t["published"].get(key) != entry
-            t["published"][key] = entry
-            if changed:
-                self._write_hosts(t)
+            t.put("published", key, {"address": address, "holders": sorted(holders)})
 
     def unpublish(self, name: str, namespace: str, holder: str | None = None) -> None:
         """Drop ``holder``'s claim on the entry (every claim when holder is None)."""
-        key = f"{namespace}/{name}"
         with self._transaction() as t:
-            entry = t["published"].get(key)
-            if entry is None:
-                return
-            if holder is None:
-                del t["published"][key]
-            else:
-                holders = set(entry.get("holders") or []) - {holder}
-                if holders:
-                    entry["holders"] = sorted(holders)
-                    return
-                del t["published"][key]
-            self._write_hosts(t)
+            self._drop_claim(t, f"{namespace}/{name}", holder)
 
     def unpublish_holder(self, holder: str) -> None:
         """Drop ``holder``'s claims on every entry (a pod that no longer runs)."""
         with self._transaction() as t:
-            changed = False
-            for key in list(t["published"]):
-                entry = t["published"][key]
-                holders = set(entry.get("holders") or [])
-                if holder not in holders:
-                    continue
-                holders.discard(holder)
-                if holders:
-                    entry["holders"] = sorted(holders)
-                else:
-                    del t["published"][key]
-                    changed = True
-            if changed:
-                self._write_hosts(t)
+            for key in list(t.held.get(holder, ())):
+                self._drop_claim(t, key, holder)
+
+    @staticmethod
+    def _drop_claim(t: _Table, key: str, holder: str | None) -> None:
+        entry = t.published.get(key)
+        if entry is None:
+            return
+        holders = [] if holder is None else [h for h in entry.get("holders") or [] if h != holder]
+        t.put("published", key, {"address": entry["address"], "holders": holders} if holders else None)
 
     def published(self) -> dict[str, str]:
         """``namespace/name`` -> address of every published entry."""
         with self._transaction() as t:
-            return {k: v["address"] for k, v in t["published"].items()}
+            return {k: v["address"] for k, v in t.published.items()}
 
-    def _write_hosts(self, t: Obj) -> None:
-        # No comment lines: nss_wrapper refuses a hosts file that has any.
-        lines: list[str] = []
-        for key in sorted(t["published"]):
-            ns, name = key.split("/", 1)
-            if not (is_dns_label(ns) and is_dns_label(name)):
-                continue
-            address = t["published"][key]["address"]
-            names = host_names(name, ns)
-            lines.append(" ".join([address, *names]))
-            mapped = v4_mapped(address)
-            if mapped:
-                lines.append(" ".join([mapped, *names]))
-        content = "".join(line + "\n" for line in lines)
-        try:
-            if self.hosts_path.read_text() == content:
+    def held_by(self, holder: str) -> set[tuple[str, str]]:
+        """(namespace, name) of the entries ``holder`` has a claim on."""
+        with self._transaction() as t:
+            return {(k.partition("/")[0], k.partition("/")[2]) for k in t.held.get(holder, ()) if "/" in k}
+
+    def flush(self) -> None:
+        """Write the hosts file now (a pending coalesced write included)."""
+        with self._transaction() as t:
+            self._write_hosts(t)
+
+    def _hosts_changed(self, t: _Table) -> None:
+        """Names changed (under the lock): write the hosts file now after a quiet
+        spell, else once the interval since the last write is over."""
+        if self._timer is not None:
+            return  # a write is due soon and will include this change
+        wait = self._last_flush + self.hosts_interval - time.monotonic()
+        if wait <= 0:
+            try:
+                self._write_hosts(t)
                 return
-        except OSError:
-            pass
-        _atomic_write(self.hosts_path, content)
+            except OSError as e:  # the change is in the table: the timer tries again
+                log.warning("writing the hosts file %s failed: %s", self.hosts_path, e)
+                wait = self.hosts_interval
+        # Not a daemon: a process that exits normally still writes its last change.
+        timer = threading.Timer(wait, self._flush_when_due)
+        timer.daemon = False
+        try:
+            timer.start()
+        except RuntimeError:  # no new threads (interpreter shutting down): write now
+            with contextlib.suppress(OSError):
+                self._write_hosts(t)
+            return
+        self._timer = timer
+
+    def _flush_when_due(self) -> None:
+        try:
+            with self._mutex:
+                if self._timer is not threading.current_thread():
+                    return  # flushed (or closed) meanwhile
+                with self._transaction() as t:
+                    self._write_hosts(t)
+        except Exception as e:  # nothing to report to: the next change or flush writes it
+            log.warning("writing the hosts file %s failed: %s", self.hosts_path, e)
+
+    def _write_hosts(self, t: _Table) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        _atomic_write(self.hosts_path, self._render_hosts(t))
+        self._last_flush = time.monotonic()
+
+    @staticmethod
+    def _render_hosts(t: _Table) -> str:
+        # No comment lines: nss_wrapper refuses a hosts file that has any.
+        blocks = t.hosts_blocks
+        out = []
+        for key in sorted(t.published):
+            block = blocks.get(key)
+            if block is None:
+                block = blocks[key] = _hosts_block(key, t.published[key]["address"])
+            out.append(block)
+        return "".join(out)
 
     # ------------------------------------------------------------------ nss_wrapper
 
@@ -399,6 +730,52 @@ class LocalNetwork:
         if lib:
             env.update(LD_PRELOAD=lib, NSS_WRAPPER_HOSTS=str(self.hosts_path), NSS_WRAPPER_HOSTNAME=hostname)
         return env
+
+
+def _hosts_block(key: str, address: str) -> str:
+    """The hosts lines of one entry: the address and its ``::ffff:`` form."""
+    ns, _, name = key.partition("/")
+    if not (is_dns_label(ns) and is_dns_label(name)):
+        return ""
+    names = " ".join(host_names(name, ns))
+    block = f"{address} {names}\n"
+    mapped = v4_mapped(address)
+    return block + (f"{mapped} {names}\n" if mapped else "")
+
+
+def _readopt(t: _Table, owner: str, svc: Obj) -> None:
+    """Record a Service's allocation from its annotations when the table has
+    none for it and nobody else holds those numbers (a table lost in a crash)."""
+    ann = (svc.get("metadata") or {}).get("annotations")
+    if not isinstance(ann, dict):
+        return
+    address = ann.get(ANNOTATION_ADDRESS)
+    if owner not in t.addresses and isinstance(address, str):
+        with contextlib.suppress(ValueError):
+            ip = str(ipaddress.IPv4Address(address))
+            if ip not in t.address_owner:
+                t.put("addresses", owner, ip)
+    raw = ann.get(ANNOTATION_HOST_PORTS)
+    if owner not in t.ports and isinstance(raw, str):
+        try:
+            declared = json.loads(raw)
+        except ValueError:
+            return
+        if isinstance(declared, dict):
+            ports = {str(k): p for k, p in declared.items()
+                     if isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
+                     and t.port_owner.get(p) in (None, owner)}
+            if ports and len(set(ports.values())) == len(ports):
+                t.put("ports", owner, ports)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a rewritten file apart (rewrites are renames: a new inode)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def v4_mapped(address: str) -> str | None:
