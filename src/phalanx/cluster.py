@@ -56,7 +56,7 @@ class EmbeddedCluster:
         make_private_dir(self.home)
         self.config = config or load_config(home=self.home)
         self.clock = clock or Clock()
-        self.store = Store(self.home / "state.db" if persist else None, self.clock, admission=admit)
+        self.store = Store(self.home / "state.db" if persist else None, self.clock, admission=admit, group_commit=True)
         self.network = LocalNetwork(self.home)
         self.store.add_admission_plugin(self.network.admission_plugin)
         self.client = LocalClient(self.store)

@@ -31,19 +31,27 @@ class LocalClient:
         return ObjectList(items, rv)
 
     async def create(self, obj: Obj) -> Obj:
-        return self.store.create(obj)
+        out = self.store.create(obj)
+        await self.store.flush()
+        return out
 
     async def update(self, obj: Obj) -> Obj:
-        return self.store.update(obj)
+        out = self.store.update(obj)
+        await self.store.flush()
+        return out
 
     async def update_status(self, obj: Obj) -> Obj:
-        return self.store.update_status(obj)
+        out = self.store.update_status(obj)
+        await self.store.flush()
+        return out
 
     async def patch(
         self, kind: str, name: str, namespace: str | None, patch: Any,
         patch_type: str = "merge", subresource: str | None = None,
     ) -> Obj:
-        return self.store.patch(kind, namespace, name, patch, patch_type, subresource)
+        out = self.store.patch(kind, namespace, name, patch, patch_type, subresource)
+        await self.store.flush()
+        return out
 
     async def delete(
         self, kind: str, name: str, namespace: str | None = None,
@@ -51,11 +59,14 @@ class LocalClient:
         preconditions_uid: str | None = None,
         propagation_policy: str | None = None,
     ) -> Obj | None:
-        return self.store.delete(kind, namespace, name, grace_period_seconds, preconditions_uid,
+        out = self.store.delete(kind, namespace, name, grace_period_seconds, preconditions_uid,
                                  propagation_policy=propagation_policy)
+        await self.store.flush()
+        return out
 
     async def bind(self, namespace: str, name: str, node_name: str) -> None:
         self.store.bind(namespace, name, node_name)
+        await self.store.flush()
 
     async def watch(
         self, kind: str, namespace: str | None = None, resource_version: str | None = None,

@@ -18,6 +18,12 @@ in a status file (``instancefiles``). A restarted agent calls ``adopt``:
 containers still running are taken over (kill works, the log goes on), exits
 that happened meanwhile are reported as what they were, and the processes of
 pods that no longer exist are killed.
+
+Shims are forked by the state directory's shim fork server (``shimd.py``,
+started on first use, see ``shimclient``): a start then costs this (large)
+process a few syscalls, not a fork and a new interpreter. Such a shim is not
+our child: its exit is seen through a pidfd, or its record's lock. Without a
+working fork server, shims are started as processes of their own, as before.
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ from .limits import Cgroup, CgroupDriver, Limits, container_limits
 from .logs import container_log_path, mark_pod_finished, pod_dir, record_pod
 from .podstate import CONTAINER_CANNOT_RUN, CONTAINER_STATUS_UNKNOWN, OOM_KILLED, ContainerObservation, Termination
 from .shim import start_ticks
+from .shimclient import ShimdClient, ShimdDown, helper_env, read_fd
 from .volumes import ROOT_ENV, root_dir
 
 log = logging.getLogger(__name__)
@@ -61,6 +68,7 @@ SHIM = Path(__file__).with_name("shim.py")
 SHIM_REPORT_TIMEOUT = 30.0
 ADOPT_POLL_INTERVAL = 0.1
 SHIM_LOST_MESSAGE = "The container's shim ended without recording how the container exited"
+SHIMD_RETRY_AFTER = 30.0  # seconds of shims started the old way after the fork server failed
 _GPU_ENV = "CUDA_VISIBLE_DEVICES"
 
 
@@ -99,13 +107,39 @@ class Instance:
     oom: bool = False
     adopted: bool = False  # run by a shim this runtime did not start: watched by polling
     gpus: list[int] | None = None
-    shim: subprocess.Popen[bytes] | None = None
+    shim: subprocess.Popen[bytes] | ForkedShim | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     waiter: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> bool:
         return self.started_at is not None and self.termination is None
+
+
+@dataclass
+class ForkedShim:
+    """A shim the fork server forked: not our child, so no exit status of its
+    own to wait for; a pidfd (when the kernel has them) says when it is gone."""
+
+    pid: int
+    pidfd: int | None = None
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def kill(self, record: Path) -> None:
+        """SIGKILL it, if it still runs (holds the record's lock: the pid is still its)."""
+        if not files.shim_alive(record):
+            return
+        try:
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 @dataclass
@@ -128,6 +162,7 @@ class ProcessRuntime:
     """Starts, watches and kills container processes; reports observations.
 
     ``on_exit(uid)`` is called (in the event loop) whenever an instance ends.
+    ``use_shimd=False``: never use the shim fork server (each shim is a new process).
     """
 
     def __init__(
@@ -142,6 +177,7 @@ class ProcessRuntime:
         cgroup_driver: CgroupDriver | None = None,
         host_env: Mapping[str, str] | None = None,
         adopt_poll_interval: float = ADOPT_POLL_INTERVAL,
+        use_shimd: bool = True,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.clock = clock
@@ -155,6 +191,8 @@ class ProcessRuntime:
         self._watchdog_task: asyncio.Task[None] | None = None
         self._poll_task: asyncio.Task[None] | None = None
         self._starting: set[asyncio.Task[Any]] = set()
+        self._shimd = ShimdClient(self.state_dir) if use_shimd else None
+        self._shimd_retry_at = 0.0
 
     # ------------------------------------------------------------------ queries
 
@@ -326,15 +364,76 @@ class ProcessRuntime:
             self._ensure_watchdog()
         return inst
 
-    async def _spawn_shim(self, inst: Instance, record: Obj, spec: Obj) -> tuple[subprocess.Popen[bytes], Obj]:
-        """Start the shim with the instance record locked and the spec on its
-        stdin; return it and its report (container pid, or why exec failed)."""
+    async def _spawn_shim(self, inst: Instance, record: Obj, spec: Obj) -> tuple[subprocess.Popen[bytes] | ForkedShim,
+                                                                                Obj]:
+        """Start the instance's shim (through the fork server when it works);
+        return it and its report (container pid, or why exec failed)."""
+        client = self._shimd
+        if client is not None and time.monotonic() >= self._shimd_retry_at:
+            for attempt in (1, 2):
+                try:
+                    return await self._spawn_forked(client, inst, record, spec)
+                except ShimdDown as e:
+                    why = e
+                if attempt == 2:
+                    break
+                log.debug("starting a shim fork server for %s: %s", self.state_dir, why)
+                try:
+                    await client.restart(why.generation)
+                except ShimdDown as e:
+                    why = e
+                    break
+            log.warning("no shim fork server (%s): shims start as processes of their own for %.0f s",
+                        why, SHIMD_RETRY_AFTER)
+            self._shimd_retry_at = time.monotonic() + SHIMD_RETRY_AFTER
+        return await self._spawn_process(inst, record, spec)
+
+    def _lock_record(self, inst: Instance, record: Obj) -> int:
+        """The instance record, written and locked (InstanceBusy when a live shim
+        holds it); the previous run's status and OOM mark removed."""
         lock_fd = files.open_locked_record(files.record_path(inst.log_path), record)
         for stale in (files.status_path(inst.log_path), files.oom_path(inst.log_path)):
             try:
                 stale.unlink()
             except FileNotFoundError:
                 pass
+        return lock_fd
+
+    async def _spawn_forked(self, client: ShimdClient, inst: Instance, record: Obj,
+                            spec: Obj) -> tuple[ForkedShim, Obj]:
+        """Have the fork server fork the shim on our descriptors: the spec (a
+        memfd: never on disk), the report pipe, the log, the locked record."""
+        lock_fd = self._lock_record(inst, record)
+        fds = [lock_fd]
+        read_end = -1
+        try:
+            spec_fd = _spec_fd(spec, inst.log_path.parent)
+            fds.append(spec_fd)
+            log_fd = os.open(inst.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fds.append(log_fd)
+            read_end, write_end = os.pipe()
+            fds.append(write_end)
+            pid = await client.spawn(spec_fd, write_end, log_fd, lock_fd)
+        except BaseException:
+            if read_end >= 0:
+                os.close(read_end)
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)  # the shim's copies keep the lock, the log, the pipe
+        shim = ForkedShim(pid, _pidfd(pid))
+        try:
+            report = await self._read_report(read_end, inst, f"the shim (pid {pid})")
+        except BaseException:
+            shim.kill(files.record_path(inst.log_path))
+            shim.close()
+            raise
+        return shim, report
+
+    async def _spawn_process(self, inst: Instance, record: Obj, spec: Obj) -> tuple[subprocess.Popen[bytes], Obj]:
+        """Start the shim as a process of its own (``python -I -S shim.py``),
+        the instance record locked and the spec on its stdin."""
+        lock_fd = self._lock_record(inst, record)
         read_fd = write_fd = -1
         try:
             # The spec (it holds the environment) goes through an unlinked 0600 file: any size, never on disk by name.
@@ -345,7 +444,7 @@ class ProcessRuntime:
                 read_fd, write_fd = os.pipe()
                 proc = subprocess.Popen(
                     [sys.executable, "-I", "-S", str(SHIM), str(lock_fd)], stdin=spec_file, stdout=write_fd,
-                    stderr=logf, env=_shim_env(), cwd="/", start_new_session=True, pass_fds=(lock_fd,))
+                    stderr=logf, env=helper_env(), cwd="/", start_new_session=True, pass_fds=(lock_fd,))
         except BaseException:
             if read_fd >= 0:
                 os.close(read_fd)
@@ -355,23 +454,36 @@ class ProcessRuntime:
                 os.close(write_fd)
             os.close(lock_fd)  # the shim's copy keeps the lock
         try:
-            data = await _read_pipe(read_fd, SHIM_REPORT_TIMEOUT)
+            report = await self._read_report(read_fd, inst, "the shim")
         except asyncio.TimeoutError:
             proc.kill()
+            raise
+        except EOFError as e:
+            proc.poll()
+            raise EOFError(f"{e} ({proc.returncode})") from None
+        return proc, report
+
+    async def _read_report(self, fd: int, inst: Instance, who: str) -> Obj:
+        """The shim's report from its pipe. If it never comes, a container the
+        shim may have started is stopped."""
+        try:
+            data = await read_fd(fd, SHIM_REPORT_TIMEOUT)
+        except asyncio.TimeoutError:
             self._kill_recorded(files.read_json(files.status_path(inst.log_path)))
             raise
         if not data:
-            proc.poll()
             # The shim died before reporting; if it got as far as starting the container, stop it.
             self._kill_recorded(files.read_json(files.status_path(inst.log_path)))
-            raise EOFError(f"the shim exited ({proc.returncode}) before reporting")
+            raise EOFError(f"{who} exited before reporting")
         report = marshal.loads(data)
         if not isinstance(report, dict):
             raise ValueError("malformed shim report")
-        return proc, report
+        return report
 
     def _reap_later(self, inst: Instance) -> None:
-        if inst.shim is not None:
+        if isinstance(inst.shim, ForkedShim):
+            inst.shim.close()  # the fork server reaps it
+        elif inst.shim is not None:
             asyncio.create_task(self._reap(inst.shim))
 
     @staticmethod
@@ -433,6 +545,13 @@ class ProcessRuntime:
         """Wait for the shim this runtime started (pidfd; polling without one)."""
         proc = inst.shim
         assert proc is not None
+        if isinstance(proc, ForkedShim):
+            try:
+                await self._wait_forked(proc, files.record_path(inst.log_path))
+            finally:
+                proc.close()
+            await self._finish(uid, inst)
+            return
         fd = _pidfd(proc.pid)
         if fd is not None:
             loop = asyncio.get_running_loop()
@@ -446,6 +565,21 @@ class ProcessRuntime:
         while proc.poll() is None:
             await asyncio.sleep(self.adopt_poll_interval)
         await self._finish(uid, inst)
+
+    async def _wait_forked(self, shim: ForkedShim, record: Path) -> None:
+        """Until a shim that is not our child is gone. Its pidfd names it only if
+        it still held its lock after the pidfd was opened (else the pid may
+        have been reused): then it says when; else the lock is polled."""
+        if shim.pidfd is not None and files.shim_alive(record):
+            loop = asyncio.get_running_loop()
+            exited = loop.create_future()
+            loop.add_reader(shim.pidfd, lambda: exited.done() or exited.set_result(None))
+            try:
+                await exited
+            finally:
+                loop.remove_reader(shim.pidfd)
+        while files.shim_alive(record):
+            await asyncio.sleep(self.adopt_poll_interval)
 
     async def _finish(self, uid: str, inst: Instance, *, notify: bool = True) -> None:
         """The shim is gone: take the exit from its status file."""
@@ -822,11 +956,6 @@ def _cgroup_from(v: Any) -> Cgroup | None:
     return Cgroup(_int(v.get("version")) or 2, dirs, Path(mem) if isinstance(mem, str) else None)
 
 
-def _shim_env() -> dict[str, str]:
-    """The shim needs no environment of ours (it gets the container's in its spec)."""
-    return {k: os.environ[k] for k in ("PATH", "LD_LIBRARY_PATH") if k in os.environ}
-
-
 def _pidfd(pid: int) -> int | None:
     try:
         return os.pidfd_open(pid)  # type: ignore[attr-defined]
@@ -834,16 +963,24 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-async def _read_pipe(fd: int, timeout: float) -> bytes:
-    """Everything written to the pipe until its writers closed it."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    pipe = os.fdopen(fd, "rb", buffering=0)
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+def _spec_fd(spec: Obj, directory: Path) -> int:
+    """The marshal-ed spec in an anonymous file (memfd; else an unlinked 0600
+    file), positioned at its start: it holds the environment, so no name."""
+    data = marshal.dumps(spec)
     try:
-        return await asyncio.wait_for(reader.read(), timeout)
-    finally:
-        transport.close()
+        fd = os.memfd_create("phalanx-shim-spec", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        with tempfile.TemporaryFile(dir=directory) as f:
+            fd = os.dup(f.fileno())
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _same_process(inst: Instance) -> bool:

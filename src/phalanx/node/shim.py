@@ -5,9 +5,12 @@ no container: the shim starts the container, forwards the signals it gets to
 it, waits for it and records how it ended in a status file the agent reads
 when it comes back (``runtime.ProcessRuntime.adopt``).
 
-Run by the runtime as ``python -I -S shim.py LOCK_FD`` in a session of its
-own: standard library only (no ``phalanx``, ``json`` or ``subprocess`` import),
-so it starts in ~20 ms with ~3 MB of private memory.
+Forked, in a session of its own, by the shim fork server (``shimd.py``), which
+has this module imported already, on the descriptors the runtime sent it; or,
+when no fork server can run, started by the runtime as ``python -I -S shim.py
+LOCK_FD``. Either way the same ``main`` on the same descriptors. Standard
+library only (no ``phalanx``, ``json`` or ``subprocess`` import): started
+alone, it takes ~20 ms and ~3 MB of private memory.
 
 Protocol with the runtime:
 
@@ -225,8 +228,10 @@ def _json_safe(err):
 
 
 def main(argv):
+    """The shim on fds 0 (spec), 1 (report), 2 (its own errors) and ``argv[1]`` (the
+    locked record): as a process of its own, or forked by the fork server (``shimd``)."""
     lock_fd = int(argv[1])
-    spec = marshal.loads(sys.stdin.buffer.read())
+    spec = marshal.loads(_read_all(0))
     null_fd = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null_fd, 0)
     os.close(null_fd)

@@ -94,5 +94,29 @@ class SqliteBackend:
                 db.execute("ROLLBACK")
             raise
 
+    def write_batch(self, ops: list[tuple[str, str | None, str, int, str | None]]) -> None:
+        """Many writes in one transaction, so one fsync (group commit): each op is
+        ``(kind, namespace, name, rv, json)``, json None deleting the row; the
+        counter becomes the last op's rv. All or nothing. May run on a worker
+        thread, never on two threads at once."""
+        if not ops:
+            return
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            for kind, namespace, name, _rv, raw in ops:
+                if raw is None:
+                    db.execute("DELETE FROM objects WHERE kind = ? AND namespace = ? AND name = ?",
+                               (kind, namespace or "", name))
+                else:
+                    db.execute("INSERT OR REPLACE INTO objects (kind, namespace, name, rv, json) VALUES (?, ?, ?, ?, ?)",
+                               (kind, namespace or "", name, _rv, raw))
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('rv', ?)", (str(ops[-1][3]),))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
     def close(self) -> None:
         self._db.close()

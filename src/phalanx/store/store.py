@@ -12,6 +12,8 @@ nothing a caller holds can alias stored state.
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import logging
 import random
@@ -139,13 +141,26 @@ class Store:
         history_size: int = 10_000,
         max_pending: int = 50_000,
         synchronous: str = DEFAULT_SYNCHRONOUS,
+        uid_factory: Callable[[], str] | None = None,
+        name_rng: random.Random | None = None,
+        group_commit: bool = False,
     ) -> None:
+        # ``uid_factory`` / ``name_rng``: where uids and generateName suffixes come
+        # from (default: uuid4 and the module's random); a simulation passes
+        # deterministic ones so the same inputs give the same objects.
         self._clock = clock
+        self._new_uid = uid_factory or (lambda: str(uuid.uuid4()))
+        self._name_rng = name_rng
         self._admission = admission
         self._plugins: list[AdmissionPlugin] = []
         self._data: dict[str, dict[str | None, dict[str, _Entry]]] = {k: {} for k in all_kinds()}
         # Weak: a watch its consumer dropped without closing disappears by itself.
-        self._watchers: dict[str, weakref.WeakSet[Watcher]] = {k: weakref.WeakSet() for k in all_kinds()}
+        # A WeakKeyDictionary (not a WeakSet) so events reach watchers in the
+        # order they started watching, not in an order of memory addresses:
+        # same inputs, same interleaving (deterministic simulations).
+        # The value: the resourceVersion the watch started after (see _emit).
+        self._watchers: dict[str, weakref.WeakKeyDictionary[Watcher, int]] = {
+            k: weakref.WeakKeyDictionary() for k in all_kinds()}
         self._max_pending = max_pending
         self._rv = 0
         # ``synchronous``: FULL (default) fsyncs each commit, see store/sqlite.py.
@@ -155,6 +170,18 @@ class Store:
         # After a restart the history is empty: watches must start at or after the
         # reloaded resourceVersion.
         self._history = History(history_size, horizon=self._rv)
+        # Group commit (``group_commit``, used under an event loop by LocalClient):
+        # a write changes memory at once and is staged; one worker-thread
+        # transaction (one fsync) commits every write staged meanwhile; only then
+        # are its watch events sent and its writers (``await flush()``) answered.
+        # Without a running loop, or without it, each write commits at once.
+        self._group_commit = group_commit and self._db is not None
+        self._staged: list[tuple[str, str | None, str, int, str | None]] = []
+        self._staged_events: list[HistoryEvent] = []
+        self._durable_rv = self._rv
+        self._committer: asyncio.Task[None] | None = None
+        self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ set-up
 
@@ -184,13 +211,96 @@ class Store:
         self._rv = counter
 
     def close(self) -> None:
-        """Close the database and end every open watch."""
+        """Commit what is staged, close the database and end every open watch."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)  # a batch in flight ends first
+            self._executor = None
+        if self._db is not None and self._staged:
+            try:
+                self._db.write_batch(self._staged)
+            except sqlite3.Error as e:
+                log.error("store: cannot persist %d writes at close: %s", len(self._staged), e)
+            self._staged.clear()
         for ws in self._watchers.values():
             for w in list(ws):
                 w.close()
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    # ------------------------------------------------------------------ group commit
+
+    async def flush(self) -> None:
+        """Return once every write made so far is durable and its watch events
+        sent; raise ApiError when the storage refused them."""
+        if not self._group_commit or self._durable_rv >= self._rv and not self._staged:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flush_waiters.append((self._rv, fut))
+        self._start_committer()
+        await fut
+
+    def _stage(self, op: tuple[str, str | None, str, int, str | None], ev: HistoryEvent) -> bool:
+        """Stage a write for the next group commit; False when it must commit now."""
+        if not self._group_commit:
+            return False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        self._staged.append(op)
+        self._staged_events.append(ev)
+        self._start_committer()
+        return True
+
+    def _start_committer(self) -> None:
+        if self._committer is None or self._committer.done():
+            self._committer = asyncio.get_running_loop().create_task(self._commit_loop(), name="store-commit")
+
+    async def _commit_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-commit")
+        delay = 0.01
+        while self._staged:
+            ops, events = self._staged, self._staged_events
+            self._staged, self._staged_events = [], []
+            db = self._db
+            try:
+                if db is None:
+                    raise sqlite3.ProgrammingError("the store is closed")
+                await loop.run_in_executor(self._executor, db.write_batch, ops)
+            except (sqlite3.Error, RuntimeError) as e:
+                # Memory already holds these writes: keep them staged (the disk catches
+                # up once it can) and tell their writers the write is not durable.
+                log.error("store: cannot persist %d writes: %s", len(ops), e)
+                self._staged[:0], self._staged_events[:0] = ops, events
+                err = ApiError(f"Internal error occurred: storage write failed: {e}")
+                self._answer(ops[-1][3], err)
+                if db is None:
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            delay = 0.01
+            self._durable_rv = ops[-1][3]
+            for ev in events:
+                self._emit(ev)
+            self._answer(self._durable_rv, None)
+        self._answer(self._durable_rv, None)
+
+    def _answer(self, rv: int, err: ApiError | None) -> None:
+        keep = []
+        for target, fut in self._flush_waiters:
+            if fut.done():
+                continue
+            if err is not None:
+                fut.set_exception(err)
+            elif target <= rv:
+                fut.set_result(None)
+            else:
+                keep.append((target, fut))
+        self._flush_waiters = keep
 
     # ------------------------------------------------------------------ reads
 
@@ -239,6 +349,7 @@ class Store:
         rt = self._rt(kind)
         ns = ns if (rt.namespaced and ns) else None
         w = Watcher(kind, ns, self._max_pending, self._unregister)
+        start = self._rv  # staged (group commit) events up to here are already in what w got
         if since_rv in (None, "", "0", 0):
             buckets = self._data[kind]
             names = [ns] if ns is not None else sorted(buckets, key=lambda n: n or "")
@@ -254,13 +365,14 @@ class Store:
             except ValueError:
                 raise BadRequest(f'resourceVersion: Invalid value: "{since_rv}": must be a non-negative integer') from None
             w.push_many((ev.type, ev.raw) for ev in self._history.since(rv, kind, ns))
-        self._watchers[kind].add(w)
+            start = rv
+        self._watchers[kind][w] = start
         return w
 
     def _unregister(self, w: Watcher) -> None:
         ws = self._watchers.get(w.kind)
         if ws is not None:
-            ws.discard(w)
+            ws.pop(w, None)
 
     # ------------------------------------------------------------------ writes
 
@@ -543,7 +655,9 @@ class Store:
 
     def _commit_put(self, rt: ResourceType, ns: str | None, name: str, obj: Obj, raw: str, rv: int, type_: str) -> None:
         entry = self._entry(rt.kind, obj, raw, rv)
-        if self._db is not None:
+        ev = HistoryEvent(rv, rt.kind, ns, type_, raw)
+        staged = self._stage((rt.kind, ns, name, rv, raw), ev)
+        if self._db is not None and not staged:
             try:
                 self._db.put(rt.kind, ns, name, rv, raw)
             except sqlite3.Error as e:
@@ -551,14 +665,17 @@ class Store:
                 raise ApiError(f"Internal error occurred: storage write failed: {e}") from e
         self._rv = rv
         self._data[rt.kind].setdefault(ns, {})[name] = entry
-        self._emit(HistoryEvent(rv, rt.kind, ns, type_, raw))
+        if not staged:
+            self._emit(ev)
 
     def _commit_remove(self, rt: ResourceType, ns: str | None, name: str, last: Obj) -> str:
         """Remove the object; returns the JSON of its last state (the DELETED event's)."""
         rv = self._rv + 1
         last["metadata"]["resourceVersion"] = str(rv)
         raw = self._serialize(last)
-        if self._db is not None:
+        ev = HistoryEvent(rv, rt.kind, ns, "DELETED", raw)
+        staged = self._stage((rt.kind, ns, name, rv, None), ev)
+        if self._db is not None and not staged:
             try:
                 self._db.delete(rt.kind, ns, name, rv)
             except sqlite3.Error as e:
@@ -570,13 +687,14 @@ class Store:
         if not bucket:
             del self._data[rt.kind][ns]
         self._notify_delete(last)
-        self._emit(HistoryEvent(rv, rt.kind, ns, "DELETED", raw))
+        if not staged:
+            self._emit(ev)
         return raw
 
     def _emit(self, ev: HistoryEvent) -> None:
         self._history.append(ev)
-        for w in tuple(self._watchers[ev.kind]):
-            if w.namespace is None or w.namespace == ev.namespace:
+        for w, start in tuple(self._watchers[ev.kind].items()):
+            if ev.rv > start and (w.namespace is None or w.namespace == ev.namespace):
                 w.push(ev.type, ev.raw)
 
     def _entry(self, kind: str, obj: Obj, raw: str, rv: int) -> _Entry:
@@ -841,7 +959,7 @@ class Store:
 
     def _creation_stamp(self, rt: ResourceType) -> dict[str, Any]:
         stamp: dict[str, Any] = {
-            "uid": str(uuid.uuid4()),
+            "uid": self._new_uid(),
             "creationTimestamp": format_time(self._clock.now()),
         }
         if _tracks_generation(rt):
@@ -853,7 +971,7 @@ class Store:
         ns = meta.get("namespace") if rt.namespaced else None
         taken = self._data[rt.kind].get(ns, {})
         for _ in range(16):
-            name = base + "".join(random.choices(_GENERATE_NAME_CHARS, k=5))
+            name = base + "".join((self._name_rng or random).choices(_GENERATE_NAME_CHARS, k=5))
             if name not in taken:
                 return name
         return name  # AlreadyExists will tell the client, as the apiserver does
