@@ -19,7 +19,7 @@ from phalanx.api.errors import NotFound
 from phalanx.client.local import LocalClient
 from phalanx.clock import FakeClock
 from phalanx.controller.job import ReconcileOptions
-from phalanx.controller.job.controller import JobController
+from phalanx.controller.job.controller import OWNER_INDEX, JobController, _controller_uid
 from phalanx.store.store import Store
 
 KEY = "PyTorchJob/default/crashy"
@@ -66,6 +66,10 @@ class StoreView:
 
     def list(self, ns: str | None = None, label_selector: Any = None) -> list[dict]:
         return self.store.list(self.kind, ns)[0]
+
+    def by_index(self, index: str, value: str) -> list[dict]:
+        assert index == OWNER_INDEX
+        return [o for o in self.list() if _controller_uid(o) == [value]]
 
 
 class World:
