@@ -107,7 +107,8 @@ class NodeAgent:
         self.runtime = ProcessRuntime(self.state_dir, clock, node_name=node_name, cgroups=self.config.cgroups,
                                       oom_poll_interval=self.config.oom_poll_interval, on_exit=self._on_exit)
         self.events = EventRecorder(client, COMPONENT, clock)
-        self.pods = Informer(client, "Pod")
+        # Pods of other nodes (or none yet) are kept as stubs: this agent only acts on its own.
+        self.pods = Informer(client, "Pod", transform=_own_pods(node_name))
         self.services = Informer(client, "Service")
         self.configmaps = Informer(client, "ConfigMap", transform=_metadata_only)
         self.allocatable: dict[str, str] = {}
@@ -672,6 +673,17 @@ def _metadata_only(obj: Obj) -> Obj:
     """What the agent keeps of a ConfigMap: enough to notice it changed."""
     meta = obj.get("metadata") or {}
     return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
+
+
+def _own_pods(node_name: str):
+    def transform(pod: Obj) -> Obj:
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") == node_name:
+            return pod
+        stub = _metadata_only(pod)
+        stub["spec"] = {"nodeName": spec.get("nodeName")} if spec.get("nodeName") else {}
+        return stub
+    return transform
 
 
 class _Gpus(GpuAllocator):
