@@ -697,6 +697,13 @@ from .execcmd import exec_command  # noqa: E402  (phalanx exec: node/execctx, no
 app.command("exec", no_args_is_help=True)(exec_command)
 
 
+# ---------------------------------------------------------------- simulate
+
+from .simulate import simulate as _simulate  # noqa: E402  (its heavy imports happen when it runs)
+
+app.command("simulate")(_simulate)
+
+
 def main() -> None:  # pragma: no cover
     app()
 

@@ -44,6 +44,16 @@ ASSUME_TTL = 30.0  # seconds a bind we made is trusted before the watch shows it
 WRITE_CONCURRENCY = 32
 
 
+def _monotonic() -> float:
+    """The running event loop's time: ``time.monotonic()`` on a real loop, virtual
+    seconds in a simulation (phalanx.sim), where a wall-clock read would make the
+    assumed-bind TTL and the queue-creation deadline depend on real time."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 def _rv(obj: Obj | None) -> int:
     try:
         return int((obj or {}).get("metadata", {}).get("resourceVersion") or 0)
@@ -225,7 +235,7 @@ class Scheduler:
             {"apiVersion": VOLCANO_VERSION, "kind": "Queue", "metadata": {"name": DEFAULT_QUEUE},
              "spec": {"weight": 1, "reclaimable": True, "parent": ROOT_QUEUE}},
         ]
-        deadline = time.monotonic() + 60
+        deadline = _monotonic() + 60
         for q in wanted:
             delay = 0.05
             while not self._stopping:
@@ -235,7 +245,7 @@ class Scheduler:
                 except AlreadyExists:
                     break
                 except Exception as e:
-                    if time.monotonic() > deadline:
+                    if _monotonic() > deadline:
                         log.error("scheduler: could not create queue %s: %s", q["metadata"]["name"], e)
                         break
                     log.warning("scheduler: creating queue %s failed (%s); retrying", q["metadata"]["name"], e)
@@ -248,7 +258,7 @@ class Scheduler:
 
     # ---------------------------------------------------------------- one cycle
     def build_snapshot(self) -> Snapshot:
-        now_mono = time.monotonic()
+        now_mono = _monotonic()
         nodes = self._informers["Node"].list()
         queues = [self._fresh("Queue", q) for q in self._informers["Queue"].list()]
         podgroups = [self._fresh("PodGroup", pg) for pg in self._informers["PodGroup"].list()]
@@ -328,7 +338,7 @@ class Scheduler:
             log.warning("scheduler: binding %s/%s to %s failed: %s", ns, name, node, e)
             return
         uid = _meta(pod).get("uid") if pod else None
-        self._assumed[(ns, name)] = (uid or "", node, time.monotonic())
+        self._assumed[(ns, name)] = (uid or "", node, _monotonic())
         ref = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid or ""}
         await self._event(ref, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
 

@@ -1,0 +1,66 @@
+"""`phalanx simulate WORKLOAD.yaml`: run a workload on a virtual clock and report.
+
+The real job controller, scheduler and garbage collector run on simulated
+nodes (``phalanx.sim``); a week of jobs takes minutes. Prints a summary and
+writes per-job rows, the timeline and a picture to ``--out``. The same
+workload and seed give identical files.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+EXIT_INVALID = 2
+
+
+def simulate(
+    workload: Path = typer.Argument(..., help="the workload file (cluster, sim, jobs and/or generator)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                       help="where to write the results (default: sim-<workload name>/)"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="the generator's seed (default: the file's)"),
+    until: Optional[str] = typer.Option(None, "--until", help="stop at this virtual time at the latest, e.g. 8d"),
+    pictures: bool = typer.Option(True, "--pictures/--no-pictures", help="write utilisation.svg and .png"),
+) -> None:
+    """Simulate WORKLOAD: the real control plane on simulated nodes, in virtual time."""
+    from ..sim.report import print_summary, summarize, write_outputs
+    from ..sim.runner import Simulation
+    from ..sim.units import DurationError, format_duration, parse_duration
+    from ..sim.workload import WorkloadError, load_workload
+
+    console = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    try:
+        loaded = load_workload(workload)
+    except WorkloadError as e:
+        err.print(f"error: {e}", markup=False)
+        raise typer.Exit(EXIT_INVALID)
+    limit = None
+    if until is not None:
+        try:
+            limit = parse_duration(until)
+        except DurationError as e:
+            err.print(f"error: --until: {e}", markup=False)
+            raise typer.Exit(EXIT_INVALID)
+    sim = Simulation(loaded, seed, until=limit)
+    with console.status("simulating ...") if console.is_terminal else _nothing():
+        result = sim.run()
+    summary = summarize(result, workload.name)
+    print_summary(summary, console)
+    s = result.stats
+    console.print(f"simulated {format_duration(s.virtual_seconds)} in {s.wall_seconds:.1f} s "
+                  f"(x{s.speedup:,.0f}); {s.loop_callbacks:,} events, {s.store_writes:,} writes, "
+                  f"peak RSS {s.peak_rss_mb:.0f} MB")
+    target = out or Path(f"sim-{workload.stem}")
+    files = write_outputs(result, summary, target, png=pictures, svg=pictures)
+    console.print("wrote " + ", ".join(str(p) for p in files))
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

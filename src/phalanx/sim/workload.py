@@ -1,0 +1,691 @@
+"""Workload files for ``phalanx simulate``: the cluster, the timings, and the jobs.
+
+```yaml
+cluster:
+  nodes: 1000            # N identical nodes (or a list of groups: {count, cpu, memory, gpus, prefix})
+  cpu: 32
+  memory: 256Gi
+  gpus: 8
+  queues:                # Volcano Queue objects, created before any job
+  - {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: research}, spec: {weight: 2}}
+sim:                     # optional
+  backoffBase: 10s
+  backoffCap: 5m
+  schedulerPeriod: 1s
+  until: 8d              # stop at this virtual time at the latest
+jobs:                    # explicit submissions ...
+- at: 0s
+  file: ../seeds/p5-worker-fails.yaml      # relative to this file; or `manifest: {...}`
+  behaviour:
+    Worker: {duration: 30s}
+    Worker[0]: {failAfter: 10s, exitCode: 1}
+generator:               # ... and/or generated ones (Poisson arrivals)
+  seed: 1
+  horizon: 7d
+  arrivalRate: 30        # jobs per hour
+  replicas: {dist: choice, values: [1, 2, 4, 8], weights: [4, 3, 2, 1]}
+  duration: {dist: lognormal, median: 30m, sigma: 1.0, max: 1d}
+  failureProbability: 0.05
+  kinds: {PyTorchJob: 3, TFJob: 1}
+  queues: {default: 1}
+  cpu: 4
+  memory: 16Gi
+  gpus: 1
+```
+
+Validated with pydantic; ``WorkloadError`` lists every problem as ``field.path: message``.
+Generation is deterministic: the same file and seed give the same jobs.
+"""
+from __future__ import annotations
+
+import copy
+import heapq
+import math
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from ..api.quantity import parse_quantity
+from ..api.registry import JOB_KINDS
+from .behaviour import DURATION, EXIT_CODE, FAIL_AFTER, FAILURES, REPLICA, STARTUP
+from .units import DurationError, parse_duration
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_BEHAVIOUR_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\[(\d+)\])?$")
+GENERATED_KINDS = ("PyTorchJob", "TFJob")
+MAX_NODES = 100_000
+
+
+class WorkloadError(ValueError):
+    """A workload file that cannot be simulated; one ``field: problem`` per line."""
+
+    def __init__(self, problems: list[str], source: str = "workload") -> None:
+        self.problems = problems
+        super().__init__(f"{source}: invalid workload:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _duration(v: Any) -> float:
+    try:
+        return parse_duration(v)
+    except DurationError as e:
+        raise ValueError(str(e)) from None
+
+
+def _quantity(v: Any) -> float:
+    try:
+        q = parse_quantity(v)
+    except ValueError as e:
+        raise ValueError(f"{v!r}: {e}") from None
+    if q < 0 or not math.isfinite(q):
+        raise ValueError(f"{v!r}: must be a finite, non-negative quantity")
+    return q
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+# ----------------------------------------------------------------------------- distributions
+
+
+class Dist(_Model):
+    """A random quantity: ``fixed`` value, ``uniform`` [min, max], ``lognormal``
+    (median, sigma), ``exponential`` (mean), or ``choice`` of values with weights.
+    ``min``/``max`` clamp the others. A bare scalar means ``fixed``."""
+
+    dist: Literal["fixed", "uniform", "lognormal", "exponential", "choice"] = "fixed"
+    value: Any = None
+    min: Any = None
+    max: Any = None
+    median: Any = None
+    sigma: float = Field(1.0, ge=0, le=10)
+    mean: Any = None
+    values: list[Any] | None = None
+    weights: list[float] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scalar(cls, v: Any) -> Any:
+        return {"dist": "fixed", "value": v} if not isinstance(v, dict) else v
+
+    @model_validator(mode="after")
+    def _required(self) -> "Dist":
+        need = {"fixed": ("value",), "uniform": ("min", "max"), "lognormal": ("median",),
+                "exponential": ("mean",), "choice": ("values",)}[self.dist]
+        for f in need:
+            if getattr(self, f) is None:
+                raise ValueError(f"{f}: Required value for dist {self.dist}")
+        if self.dist == "choice":
+            if not self.values:
+                raise ValueError("values: must not be empty")
+            if self.weights is not None:
+                if len(self.weights) != len(self.values):
+                    raise ValueError("weights: must have one weight per value")
+                if any(w < 0 or not math.isfinite(w) for w in self.weights) or sum(self.weights) <= 0:
+                    raise ValueError("weights: must be non-negative with a positive sum")
+        return self
+
+    def sampler(self, parse: Any) -> "Sampler":
+        try:
+            return Sampler(self, parse)
+        except ValueError as e:
+            raise ValueError(str(e)) from None
+
+
+class Sampler:
+    """A ``Dist`` with its values parsed (durations or counts), ready to draw."""
+
+    def __init__(self, d: Dist, parse: Any) -> None:
+        def p(field: str, v: Any) -> float:
+            try:
+                return parse(v)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"{field}: {e}") from None
+        self.kind = d.dist
+        self.value = p("value", d.value) if d.value is not None else None
+        self.lo = p("min", d.min) if d.min is not None else None
+        self.hi = p("max", d.max) if d.max is not None else None
+        self.median = p("median", d.median) if d.median is not None else None
+        self.mean = p("mean", d.mean) if d.mean is not None else None
+        self.sigma = d.sigma
+        self.values = [p(f"values[{i}]", v) for i, v in enumerate(d.values or [])]
+        self.weights = list(d.weights) if d.weights else None
+        if self.kind == "uniform" and self.hi < self.lo:
+            raise ValueError("max: must be >= min")
+        if self.kind == "lognormal" and self.median <= 0:
+            raise ValueError("median: must be > 0")
+        if self.kind == "exponential" and self.mean <= 0:
+            raise ValueError("mean: must be > 0")
+
+    def draw(self, rng: random.Random) -> float:
+        if self.kind == "fixed":
+            x = self.value
+        elif self.kind == "uniform":
+            x = rng.uniform(self.lo, self.hi)
+        elif self.kind == "lognormal":
+            x = rng.lognormvariate(math.log(self.median), self.sigma)
+        elif self.kind == "exponential":
+            x = rng.expovariate(1.0 / self.mean)
+        else:
+            x = rng.choices(self.values, weights=self.weights)[0]
+        if self.lo is not None and self.kind != "uniform":
+            x = max(x, self.lo)
+        if self.hi is not None and self.kind != "uniform":
+            x = min(x, self.hi)
+        return x
+
+
+def _count(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
+        raise ValueError(f"{v!r}: must be a positive integer")
+    return float(int(v))
+
+
+# ----------------------------------------------------------------------------- cluster
+
+
+class NodeGroup(_Model):
+    count: int = Field(1, ge=1, le=MAX_NODES)
+    cpu: Union[str, float] = 8
+    memory: Union[str, float] = "32Gi"
+    gpus: int = Field(0, ge=0, le=1024)
+    pods: int = Field(110, ge=1, le=100_000)
+    prefix: str = "node"
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _q(cls, v: Any) -> Any:
+        _quantity(v)
+        return v
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v) or len(v) > 50:
+            raise ValueError(f"{v!r}: must be a DNS label of at most 50 characters")
+        return v
+
+
+class Cluster(_Model):
+    nodes: Union[int, list[NodeGroup]] = 1
+    cpu: Union[str, float] = 8
+    memory: Union[str, float] = "32Gi"
+    gpus: int = Field(0, ge=0, le=1024)
+    pods: int = Field(110, ge=1, le=100_000)
+    queues: list[dict[str, Any]] = []
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _q(cls, v: Any) -> Any:
+        _quantity(v)
+        return v
+
+    @field_validator("nodes")
+    @classmethod
+    def _nodes(cls, v: Any) -> Any:
+        if isinstance(v, int) and not 1 <= v <= MAX_NODES:
+            raise ValueError(f"{v}: must be between 1 and {MAX_NODES}")
+        if isinstance(v, list) and not v:
+            raise ValueError("must not be empty")
+        return v
+
+    @field_validator("queues")
+    @classmethod
+    def _queues(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, q in enumerate(v):
+            if q.get("kind", "Queue") != "Queue":
+                raise ValueError(f"[{i}].kind: must be Queue")
+            name = (q.get("metadata") or {}).get("name") if isinstance(q.get("metadata"), dict) else None
+            if not isinstance(name, str) or not _DNS_LABEL.match(name):
+                raise ValueError(f"[{i}].metadata.name: Required value: a DNS label")
+        return v
+
+    def groups(self) -> list[NodeGroup]:
+        if isinstance(self.nodes, int):
+            return [NodeGroup(count=self.nodes, cpu=self.cpu, memory=self.memory, gpus=self.gpus, pods=self.pods)]
+        return list(self.nodes)
+
+    def node_specs(self) -> list[tuple[str, dict[str, str]]]:
+        """(name, capacity) of every node, names ``<prefix>-<n>`` numbered per prefix."""
+        out: list[tuple[str, dict[str, str]]] = []
+        seen: dict[str, int] = {}
+        for g in self.groups():
+            cap = {"cpu": _fmt(_quantity(g.cpu)), "memory": str(int(_quantity(g.memory))), "pods": str(g.pods)}
+            if g.gpus:
+                cap["nvidia.com/gpu"] = str(g.gpus)
+            for _ in range(g.count):
+                n = seen.get(g.prefix, 0)
+                seen[g.prefix] = n + 1
+                out.append((f"{g.prefix}-{n:05d}", cap))
+        if len(out) > MAX_NODES:
+            raise ValueError(f"at most {MAX_NODES} nodes")
+        return out
+
+
+def _fmt(cpu: float) -> str:
+    return str(int(cpu)) if float(cpu).is_integer() else f"{int(round(cpu * 1000))}m"
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+class SimSettings(_Model):
+    backoff_base: Any = "10s"
+    backoff_cap: Any = "300s"
+    default_backoff_limit: int = Field(0, ge=0, le=1_000_000)
+    startup: Any = "0s"
+    scheduler_period: Any = "10m"
+    until: Any = None
+    drain: Any = "1d"
+    events: bool = True
+    event_ttl: Any = "1h"
+
+    @field_validator("backoff_base", "backoff_cap", "startup", "until", "drain", "event_ttl")
+    @classmethod
+    def _d(cls, v: Any) -> Any:
+        if v is not None:
+            _duration(v)
+        return v
+
+    @field_validator("scheduler_period")
+    @classmethod
+    def _positive(cls, v: Any) -> Any:
+        if _duration(v) <= 0:
+            raise ValueError(f"{v!r}: must be > 0")
+        return v
+
+    def seconds(self, name: str) -> float | None:
+        v = getattr(self, name)
+        return None if v is None else _duration(v)
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+class BehaviourSpec(_Model):
+    duration: Any = None
+    exit_code: int | None = Field(None, ge=0, le=255)
+    fail_after: Any = None
+    failures: int | None = Field(None, ge=0)
+    startup: Any = None
+
+    @field_validator("duration")
+    @classmethod
+    def _dur(cls, v: Any) -> Any:
+        if v is not None and str(v).strip() not in ("inf", "infinity"):
+            _duration(v)
+        return v
+
+    @field_validator("fail_after", "startup")
+    @classmethod
+    def _d(cls, v: Any) -> Any:
+        if v is not None:
+            _duration(v)
+        return v
+
+    def pairs(self) -> dict[str, str]:
+        out = {}
+        for key, v in (("duration", self.duration), ("exit-code", self.exit_code), ("fail-after", self.fail_after),
+                       ("failures", self.failures), ("startup", self.startup)):
+            if v is not None:
+                out[key] = str(v)
+        return out
+
+
+class JobEntry(_Model):
+    at: Any = 0
+    manifest: dict[str, Any] | None = None
+    file: str | None = None
+    namespace: str | None = None
+    behaviour: dict[str, BehaviourSpec] = {}
+    count: int = Field(1, ge=1, le=1_000_000)
+    every: Any = 0
+
+    @field_validator("at", "every")
+    @classmethod
+    def _d(cls, v: Any) -> Any:
+        _duration(v)
+        return v
+
+    @field_validator("namespace")
+    @classmethod
+    def _ns(cls, v: str | None) -> str | None:
+        if v is not None and not _DNS_LABEL.match(v):
+            raise ValueError(f"{v!r}: must be a DNS label")
+        return v
+
+    @field_validator("behaviour")
+    @classmethod
+    def _keys(cls, v: dict[str, BehaviourSpec]) -> dict[str, BehaviourSpec]:
+        for k in v:
+            if not _BEHAVIOUR_KEY.match(k):
+                raise ValueError(f"{k!r}: must be a replica type (Worker) or a replica (Worker[0])")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "JobEntry":
+        if (self.manifest is None) == (self.file is None):
+            raise ValueError("exactly one of manifest and file is required")
+        return self
+
+
+class Generator(_Model):
+    seed: int = 0
+    horizon: Any
+    arrival_rate: float = Field(gt=0, le=1_000_000)
+    replicas: Dist = Dist(dist="fixed", value=4)
+    duration: Dist = Dist(dist="lognormal", median="30m", sigma=1.0)
+    failure_probability: float = Field(0.0, ge=0, le=1)
+    kinds: dict[str, float] = {"PyTorchJob": 1.0}
+    queues: dict[str, float] = {"default": 1.0}
+    cpu: Union[str, float] = 1
+    memory: Union[str, float] = "1Gi"
+    gpus: int = Field(0, ge=0, le=1024)
+    namespaces: int = Field(1, ge=1, le=10_000)
+    backoff_limit: int = Field(3, ge=0, le=1000)
+    clean_pod_policy: Literal["None", "Running", "All"] = "All"
+    ttl_seconds_after_finished: int | None = Field(3600, ge=0)
+    name_prefix: str = "job"
+    max_jobs: int = Field(10_000_000, ge=1)
+
+    @field_validator("horizon")
+    @classmethod
+    def _h(cls, v: Any) -> Any:
+        if _duration(v) <= 0:
+            raise ValueError("must be > 0")
+        return v
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _q(cls, v: Any) -> Any:
+        _quantity(v)
+        return v
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k in v if k not in GENERATED_KINDS]
+        if bad:
+            raise ValueError(f"{bad[0]!r}: Unsupported value: supported values: {', '.join(GENERATED_KINDS)}")
+        _weights(v)
+        return v
+
+    @field_validator("queues")
+    @classmethod
+    def _queues(cls, v: dict[str, float]) -> dict[str, float]:
+        for k in v:
+            if not _DNS_LABEL.match(k):
+                raise ValueError(f"{k!r}: must be a DNS label")
+        _weights(v)
+        return v
+
+    @field_validator("name_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v) or len(v) > 30:
+            raise ValueError(f"{v!r}: must be a DNS label of at most 30 characters")
+        return v
+
+    @model_validator(mode="after")
+    def _samplers(self) -> "Generator":
+        for name, d, parse in (("replicas", self.replicas, _count), ("duration", self.duration, _duration)):
+            try:
+                d.sampler(parse)
+            except ValueError as e:
+                raise ValueError(f"{name}.{e}") from None
+        return self
+
+
+def _weights(v: dict[str, float]) -> None:
+    if not v:
+        raise ValueError("must not be empty")
+    if any(w < 0 or not math.isfinite(w) for w in v.values()) or sum(v.values()) <= 0:
+        raise ValueError("weights must be non-negative with a positive sum")
+
+
+class Workload(_Model):
+    cluster: Cluster = Cluster()
+    sim: SimSettings = SimSettings()
+    jobs: list[JobEntry] = []
+    generator: Generator | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> "Workload":
+        if not self.jobs and self.generator is None:
+            raise ValueError("jobs or generator: Required value: a workload needs jobs to simulate")
+        if self.generator is not None:
+            known = {"default"} | {q["metadata"]["name"] for q in self.cluster.queues}
+            missing = sorted(set(self.generator.queues) - known)
+            if missing:
+                raise ValueError(f"generator.queues: {missing[0]!r}: no such queue in cluster.queues")
+        return self
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _errors(e: ValidationError) -> list[str]:
+    out = []
+    for err in e.errors():
+        loc = ".".join(str(x) if not isinstance(x, int) else f"[{x}]" for x in err["loc"]).replace(".[", "[")
+        msg = err["msg"].removeprefix("Value error, ")
+        out.append(f"{loc}: {msg}" if loc else msg)
+    return out
+
+
+def parse_workload(data: Any, source: str = "workload") -> Workload:
+    if not isinstance(data, dict):
+        raise WorkloadError(["(top level): must be a mapping with cluster, sim, jobs and/or generator"], source)
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as e:
+        raise WorkloadError(_errors(e), source) from None
+
+
+def load_workload(path: str | Path) -> "LoadedWorkload":
+    """Read, validate and resolve (manifest files, behaviours) a workload file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise WorkloadError([f"{path}: cannot read: {e.strerror or e}"], str(path)) from None
+    except yaml.YAMLError as e:
+        raise WorkloadError([f"{path}: not YAML: {e}"], str(path)) from None
+    return resolve(parse_workload(data, str(path)), path.parent, str(path))
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Objects to create at virtual time ``at`` (seconds)."""
+
+    at: float
+    seq: int
+    objects: tuple[dict[str, Any], ...]
+
+    def __lt__(self, other: "Arrival") -> bool:
+        return (self.at, self.seq) < (other.at, other.seq)
+
+
+@dataclass
+class LoadedWorkload:
+    """A validated workload with its explicit arrivals resolved."""
+
+    spec: Workload
+    explicit: list[Arrival]
+    source: str = "workload"
+
+    def arrivals(self, seed: int | None = None) -> Iterator[Arrival]:
+        """Every arrival in time order (explicit ones first at equal times)."""
+        gen = self.spec.generator
+        streams: list[Iterator[Arrival]] = [iter(self.explicit)]
+        if gen is not None:
+            streams.append(generate(gen, seed if seed is not None else gen.seed, start_seq=len(self.explicit)))
+        return heapq.merge(*streams)
+
+    def last_explicit(self) -> float:
+        return max((a.at for a in self.explicit), default=0.0)
+
+    def horizon(self) -> float:
+        gen = self.spec.generator
+        return max(self.last_explicit(), _duration(gen.horizon) if gen is not None else 0.0)
+
+
+def resolve(w: Workload, base: Path, source: str = "workload") -> LoadedWorkload:
+    problems: list[str] = []
+    entries: list[tuple[float, int, list[dict[str, Any]]]] = []
+    for i, entry in enumerate(w.jobs):
+        where = f"jobs[{i}]"
+        if entry.file is not None:
+            p = (base / entry.file) if not Path(entry.file).is_absolute() else Path(entry.file)
+            try:
+                docs = [d for d in yaml.safe_load_all(p.read_text()) if d is not None]
+            except OSError as e:
+                problems.append(f"{where}.file: cannot read {entry.file}: {e.strerror or e}")
+                continue
+            except yaml.YAMLError as e:
+                problems.append(f"{where}.file: {entry.file} is not YAML: {e}")
+                continue
+        else:
+            docs = [copy.deepcopy(entry.manifest)]
+        bad = [j for j, d in enumerate(docs) if not isinstance(d, dict)]
+        if bad:
+            problems.append(f"{where}: document {bad[0]} is not a mapping")
+            continue
+        jobs = [d for d in docs if d.get("kind") in JOB_KINDS]
+        if entry.behaviour and not jobs:
+            problems.append(f"{where}.behaviour: no training job ({', '.join(JOB_KINDS)}) to apply it to")
+        try:
+            for d in jobs:
+                apply_behaviour(d, entry.behaviour, f"{where}.behaviour")
+                if entry.namespace:
+                    d.setdefault("metadata", {})["namespace"] = entry.namespace
+        except ValueError as e:
+            problems.append(str(e))
+            continue
+        at, every = _duration(entry.at), _duration(entry.every)
+        for n in range(entry.count):
+            copies = [copy.deepcopy(d) for d in docs]
+            if entry.count > 1:
+                for d in copies:
+                    if d.get("kind") in JOB_KINDS:
+                        meta = d.setdefault("metadata", {})
+                        meta["name"] = f"{meta.get('name', 'job')}-{n}"
+            entries.append((at + n * every, len(entries), copies))
+    if problems:
+        raise WorkloadError(problems, source)
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return LoadedWorkload(w, [Arrival(at, seq, tuple(objs)) for seq, (at, _, objs) in enumerate(entries)], source)
+
+
+def replica_specs(job: dict[str, Any]) -> dict[str, Any]:
+    """The job's ``<kind>ReplicaSpecs`` mapping (replica type -> spec), or {}."""
+    spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
+    for k, v in spec.items():
+        if k.endswith("ReplicaSpecs") and isinstance(v, dict):
+            return v
+    return {}
+
+
+def apply_behaviour(job: dict[str, Any], behaviour: dict[str, BehaviourSpec], where: str) -> None:
+    """Write behaviour overrides as ``sim.phalanx.dev/*`` template annotations."""
+    specs = replica_specs(job)
+    for key, b in behaviour.items():
+        m = _BEHAVIOUR_KEY.match(key)
+        assert m is not None
+        rtype, index = m.group(1), m.group(2)
+        match = next((t for t in specs if t.lower() == rtype.lower()), None)
+        if match is None:
+            raise ValueError(f"{where}.{key}: no replica type {rtype!r} in the job (has: {', '.join(specs) or 'none'})")
+        rspec = specs[match]
+        if not isinstance(rspec, dict):
+            raise ValueError(f"{where}.{key}: the replica spec is not a mapping")
+        tmpl = rspec.setdefault("template", {})
+        meta = tmpl.setdefault("metadata", {})
+        anns = meta.setdefault("annotations", {})
+        pairs = b.pairs()
+        if index is None:
+            keys = {"duration": DURATION, "exit-code": EXIT_CODE, "fail-after": FAIL_AFTER, "failures": FAILURES,
+                    "startup": STARTUP}
+            for k, v in pairs.items():
+                anns[keys[k]] = v
+        else:
+            anns[REPLICA + index] = " ".join(f"{k}={v}" for k, v in pairs.items())
+
+
+# ----------------------------------------------------------------------------- generation
+
+
+def generate(gen: Generator, seed: int, start_seq: int = 0) -> Iterator[Arrival]:
+    """Poisson arrivals over [0, horizon), each a generated job; deterministic in ``seed``."""
+    rng = random.Random(seed)
+    horizon = _duration(gen.horizon)
+    rate = gen.arrival_rate / 3600.0
+    replicas = gen.replicas.sampler(_count)
+    durations = gen.duration.sampler(_duration)
+    kinds = sorted(gen.kinds)
+    kind_w = [gen.kinds[k] for k in kinds]
+    queues = sorted(gen.queues)
+    queue_w = [gen.queues[q] for q in queues]
+    t = 0.0
+    n = 0
+    while n < gen.max_jobs:
+        t += rng.expovariate(rate)
+        if t >= horizon:
+            return
+        kind = rng.choices(kinds, weights=kind_w)[0]
+        queue = rng.choices(queues, weights=queue_w)[0]
+        size = int(replicas.draw(rng))
+        duration = max(1.0, round(durations.draw(rng), 3))
+        failing = rng.random() < gen.failure_probability
+        fail_index = rng.randrange(size)
+        fail_at = round(max(0.001, rng.uniform(0.05, 0.95) * duration), 3)
+        n += 1
+        name = f"{gen.name_prefix}-{n:07d}"
+        ns = "default" if gen.namespaces == 1 else f"ns-{(n - 1) % gen.namespaces:04d}"
+        job = generated_job(gen, kind, name, ns, queue, size, duration, fail_index if failing else None, fail_at)
+        yield Arrival(round(t, 6), start_seq + n, (job,))
+
+
+def generated_job(gen: Generator, kind: str, name: str, namespace: str, queue: str, size: int, duration: float,
+                  fail_index: int | None, fail_at: float) -> dict[str, Any]:
+    """A PyTorchJob (Master + size-1 Workers) or TFJob (size Workers) whose
+    containers sleep ``duration``; with ``fail_index``, that pod exits 1 after
+    ``fail_at`` on every run."""
+    limits: dict[str, Any] = {"cpu": str(gen.cpu), "memory": str(gen.memory)}
+    if gen.gpus:
+        limits["nvidia.com/gpu"] = str(gen.gpus)
+    container_name = "pytorch" if kind == "PyTorchJob" else "tensorflow"
+
+    def template(annotations: dict[str, str]) -> dict[str, Any]:
+        t: dict[str, Any] = {"spec": {"containers": [{
+            "name": container_name, "image": "busybox:1.37.0-glibc",
+            "command": ["sh", "-c", f"trap exit INT TERM; sleep {duration:g}s & wait"],
+            "resources": {"limits": dict(limits)}}]}}
+        if annotations:
+            t["metadata"] = {"annotations": annotations}
+        return t
+
+    types = [("Master", 1), ("Worker", size - 1)] if kind == "PyTorchJob" else [("Worker", size)]
+    specs: dict[str, Any] = {}
+    first = 0
+    for rtype, count in types:
+        if count <= 0:
+            continue
+        anns = {}
+        if fail_index is not None and first <= fail_index < first + count:
+            anns[REPLICA + str(fail_index - first)] = f"fail-after={fail_at:g}s exit-code=1"
+        specs[rtype] = {"replicas": count, "restartPolicy": "OnFailure", "template": template(anns)}
+        first += count
+    run_policy: dict[str, Any] = {"backoffLimit": gen.backoff_limit, "cleanPodPolicy": gen.clean_pod_policy,
+                                  "schedulingPolicy": {"queue": queue}}
+    if gen.ttl_seconds_after_finished is not None:
+        run_policy["ttlSecondsAfterFinished"] = gen.ttl_seconds_after_finished
+    key = "pytorchReplicaSpecs" if kind == "PyTorchJob" else "tfReplicaSpecs"
+    return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace},
+            "spec": {"runPolicy": run_policy, key: specs}}
