@@ -483,25 +483,20 @@ class _Builder:
                         ready = False
                 if not ready:
                     continue  # Volcano's snapshot holds Ready nodes only
-                alloc_rl = st.get("allocatable") or st.get("capacity") or {}
-                alloc = dims.from_resource_list(alloc_rl)
-                pods_q = alloc_rl.get("pods")
-                max_pods = DEFAULT_MAX_PODS
-                if pods_q is not None:
-                    max_pods = int(parse_quantity(pods_q))
-                spec = n.get("spec") or {}
-                taints = []
-                for t in spec.get("taints") or []:
-                    if isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute", "PreferNoSchedule"):
-                        taints.append((str(t.get("key", "")), str(t.get("value", "") or ""), t["effect"]))
-                labels = meta.get("labels") or {}
-                if not isinstance(labels, dict):
-                    labels = {}
+                # Parsed once per node version (and set of dimensions), not every session.
+                rv = meta.get("resourceVersion")
+                ck = ("Node", name, rv, dims.names) if rv is not None else None
+                parsed = self.pod_cache.get(ck) if self.pod_cache is not None and ck is not None else None
+                if parsed is None:
+                    parsed = self._parse_node(n, dims)
+                    if self.pod_cache is not None and ck is not None:
+                        self.pod_cache.put(ck, parsed)
+                alloc, max_pods, unschedulable, labels, taints = parsed
                 out[name] = NodeInfo(
-                    name=name, idx=0, node=n, allocatable=alloc, max_pods=max_pods,
+                    name=name, idx=0, node=n, allocatable=list(alloc), max_pods=max_pods,
                     used=dims.zero(), idle=list(alloc), releasing=dims.zero(), pipelined=dims.zero(),
-                    nz_cpu=0.0, nz_mem=0.0, ntasks=0, unschedulable=bool(spec.get("unschedulable")),
-                    labels={str(k): str(v) for k, v in labels.items()}, taints=tuple(sorted(taints)),
+                    nz_cpu=0.0, nz_mem=0.0, ntasks=0, unschedulable=unschedulable,
+                    labels=dict(labels), taints=taints,
                 )
             except (ValueError, TypeError, AttributeError) as e:
                 self.skip(f"node {_name(n)}", e)
@@ -509,6 +504,28 @@ class _Builder:
         for i, node in enumerate(ordered):
             node.idx = i
         return ordered
+
+    @staticmethod
+    def _parse_node(n: dict, dims: R.Dims) -> tuple:
+        """(allocatable vector, max pods, unschedulable, labels, taints) of a Ready node;
+        ValueError on a bad quantity."""
+        st = n.get("status") or {}
+        alloc_rl = st.get("allocatable") or st.get("capacity") or {}
+        alloc = tuple(dims.from_resource_list(alloc_rl))
+        pods_q = alloc_rl.get("pods")
+        max_pods = DEFAULT_MAX_PODS
+        if pods_q is not None:
+            max_pods = int(parse_quantity(pods_q))
+        spec = n.get("spec") or {}
+        taints = []
+        for t in spec.get("taints") or []:
+            if isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute", "PreferNoSchedule"):
+                taints.append((str(t.get("key", "")), str(t.get("value", "") or ""), t["effect"]))
+        labels = (n.get("metadata") or {}).get("labels") or {}
+        if not isinstance(labels, dict):
+            labels = {}
+        return (alloc, max_pods, bool(spec.get("unschedulable")), {str(k): str(v) for k, v in labels.items()},
+                tuple(sorted(taints)))
 
     def _queues(self, queues: list[dict], dims: R.Dims) -> dict[str, QueueInfo]:
         out: dict[str, QueueInfo] = {}
