@@ -33,6 +33,7 @@ from .gpus import RESOURCE as GPU_RESOURCE, GpuAllocator, gpu_count, node_device
 from .logs import pod_dir
 from .names import check_dns_label, check_dns_subdomain, check_uid
 from .network import LocalNetwork, pod_owner
+from .statuswrite import write_pod_status
 from .podstate import BackoffConfig, DeletePod, KillPod, StartContainer
 from .runtime import ProcessRuntime
 from .volumes import VolumePlan, VolumeSpecError, materialise, plan_volumes, refresh_config_maps
@@ -588,30 +589,15 @@ class _PodWorker:
     async def _write_status(self, status: Obj) -> bool:
         """Write the status unless unchanged. False when the pod moved under us
         (Conflict: refreshed, decide again) or vanished."""
-        pod = self.pod
-        if status == pod.get("status"):
-            return True
-        obj = copy.deepcopy(pod)
-        obj["status"] = status
-        try:
-            new = await self.agent.client.update_status(obj)
-        except Conflict:
-            try:
-                fresh = await self.agent.client.get("Pod", self.name, self.namespace)
-            except NotFound:
-                self.removed = True
-                return False
-            if (fresh.get("metadata") or {}).get("uid") != self.uid:
-                self.removed = True
-            else:
-                self.pod = fresh
-            return False
-        except NotFound:
+        outcome, obj = await write_pod_status(self.agent.client, self.pod, status)
+        if outcome == "gone":
             self.removed = True
-            return False
-        self.update(new)
-        self._writes += 1
-        return True
+        elif outcome == "moved":
+            self.pod = obj
+        elif outcome == "written":
+            self.update(obj)
+            self._writes += 1
+        return outcome in ("unchanged", "written")
 
     async def _choose_ip(self, pod: Obj) -> str:
         """The address of the headless Service selecting the pod (the job

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
-from ..api.errors import Conflict, NotFound
+from ..api.errors import NotFound
 from ..client.interface import Client
 from ..clock import Clock
 from ..controller.events import EventRecorder
 from ..controller.runtime import Controller, Informer, Result
 from ..node import podstate
+from ..node.statuswrite import write_pod_status
 from ..node.podstate import BackoffConfig, ContainerObservation, DeletePod, KillPod, StartContainer, Termination
 from .behaviour import Behaviour, BehaviourError, behaviour_of, run_of
 from .loop import VirtualClock
@@ -424,27 +425,15 @@ class SimAgent:
 
     async def _write_status(self, p: _SimPod, status: Obj) -> bool:
         """Write unless unchanged; False when the pod moved (re-read) or vanished."""
-        if status == p.pod.get("status"):
-            return True
-        try:
-            new = await self.client.update_status({**p.pod, "status": status})
-        except Conflict:
-            try:
-                fresh = await self.client.get("Pod", p.name, p.namespace)
-            except NotFound:
-                p.removed = True
-                return False
-            if (fresh.get("metadata") or {}).get("uid") != p.uid:
-                p.removed = True
-            else:
-                p.pod = fresh
-            return False
-        except NotFound:
+        outcome, obj = await write_pod_status(self.client, p.pod, status)
+        if outcome == "gone":
             p.removed = True
-            return False
-        p.update(new)
-        p.writes += 1
-        return True
+        elif outcome == "moved":
+            p.pod = obj
+        elif outcome == "written":
+            p.update(obj)
+            p.writes += 1
+        return outcome in ("unchanged", "written")
 
     async def _report_backoff(self, p: _SimPod, d: podstate.Decision) -> None:
         for name, _delay in sorted(d.backing_off.items()):
