@@ -74,7 +74,9 @@ class EmbeddedCluster:
         )
         self.gc = GarbageCollector(self.client)
         self.scheduler: Scheduler | None = Scheduler(self.client, self.clock) if scheduler else None
-        self.jobs: JobController | None = JobController(self.client, self.clock, options) if controllers else None
+        self.jobs: JobController | None = (
+            JobController(self.client, self.clock, options, workers=self.config.operator.workers)
+            if controllers else None)
         agent_cfg = AgentConfig(
             backoff_base=self.config.agent.backoff_base,
             backoff_cap=self.config.agent.backoff_cap,

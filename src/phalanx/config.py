@@ -93,6 +93,10 @@ class AgentSettings:
 @dataclass
 class OperatorSettings:
     default_backoff_limit: int = 0
+    # Jobs reconciled at once (client-go's threadiness; one key is never
+    # reconciled twice at once). Each reconcile waits for its writes' fsync,
+    # so one worker would serialise every job behind the disk.
+    workers: int = 16
 
 
 @dataclass
@@ -197,4 +201,9 @@ def parse_config(data: object, source: str = "cluster config") -> ClusterConfig:
         if not isinstance(v, int) or v < 0:
             raise ConfigError(f"{source}: operator.defaultBackoffLimit: must be a non-negative integer")
         cfg.operator.default_backoff_limit = v
+    if "workers" in op:
+        v = op["workers"]
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 1024:
+            raise ConfigError(f"{source}: operator.workers: must be an integer from 1 to 1024")
+        cfg.operator.workers = v
     return cfg

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..api.constants import ANNOTATION_ADDRESS
+from ..api.constants import ANNOTATION_ADDRESS, LABEL_JOB_NAME
 from ..api.errors import AlreadyExists, Conflict, NotFound
 from ..api.objects import match_labels
 from ..client.interface import Client
@@ -127,6 +127,7 @@ class NodeAgent:
         await self.prepare()
         if self._stopping:
             return
+        self.services.add_index(SERVICE_INDEX, _service_index)
         self.services.add_handler(self._on_service)
         self.configmaps.add_handler(self._on_configmap)
         self.pods.add_handler(self._on_pod)
@@ -273,7 +274,15 @@ class NodeAgent:
         meta = pod.get("metadata") or {}
         ns = meta.get("namespace") or "default"
         labels = meta.get("labels") or {}
-        pool = services if services is not None else self.services.list(ns)
+        if not isinstance(labels, dict):
+            labels = {}
+        if services is not None:
+            pool = services
+        else:  # only the Services that can select it (O(1) in the namespace's Services)
+            pool = self.services.by_index(SERVICE_INDEX, f"{ns}/*")
+            job = labels.get(LABEL_JOB_NAME)
+            if isinstance(job, str):
+                pool += self.services.by_index(SERVICE_INDEX, f"{ns}/={job}")
         out = []
         for s in pool:
             sel = (s.get("spec") or {}).get("selector")
@@ -288,6 +297,22 @@ class NodeAgent:
     async def record(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         if self.config.events:
             await self.events.record(pod, type_, reason, message)
+
+
+SERVICE_INDEX = "selects"
+
+
+def _service_index(svc: Obj) -> list[str]:
+    """Where a Service is filed for ``selecting_services``: ``<ns>/=<job>`` when
+    its selector names a job (only that job's pods can match it), else
+    ``<ns>/*``; a Service without a selector selects nothing."""
+    meta = svc.get("metadata") or {}
+    sel = (svc.get("spec") or {}).get("selector")
+    if not isinstance(sel, dict) or not sel:
+        return []
+    ns = meta.get("namespace") or "default"
+    job = sel.get(LABEL_JOB_NAME)
+    return [f"{ns}/={job}" if isinstance(job, str) else f"{ns}/*"]
 
 
 class _PodWorker:
@@ -606,7 +631,13 @@ class _PodWorker:
         services = agent.selecting_services(pod)
         if not any((s.get("spec") or {}).get("clusterIP") == "None" for s in services):
             try:
-                listed = (await agent.client.list("Service", self.namespace)).items
+                # Our informer may lag the job controller's create: ask the store, for this job's Services when
+                # the pod names its job (the job controller's Services carry their selector as labels).
+                job = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_NAME)
+                sel = {LABEL_JOB_NAME: job} if isinstance(job, str) and job else None
+                listed = (await agent.client.list("Service", self.namespace, label_selector=sel)).items
+                if sel is not None and not agent.selecting_services(pod, listed):
+                    listed = (await agent.client.list("Service", self.namespace)).items
                 services = agent.selecting_services(pod, listed)
             except Exception as e:
                 log.debug("listing services failed: %s", e)

@@ -31,9 +31,10 @@ from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE, VOLCANO_VERSION
 from phalanx.api.errors import AlreadyExists, ApiError, Conflict, NotFound
 from phalanx.clock import Clock
 
+from .cache import SnapshotCache
 from .config import SchedulerConfig
 from .session import SessionResult, check_config, run_session
-from .snapshot import PodCache, Snapshot
+from .snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._stopping = False
         self._recorder: Any = None
-        self._pod_cache = PodCache()
+        self._cache = SnapshotCache(self.priority_classes, self.config.default_queue, self.config.scheduler_name)
         self._assumed: dict[tuple[str, str], tuple[str, str, float]] = {}  # (ns, pod) -> (uid, node, at)
         self._written: dict[tuple[str, str | None, str], Obj] = {}         # objects as we last wrote them
         self._event_memory: OrderedDict[Any, dict[tuple[str, str], str]] = OrderedDict()
@@ -192,6 +193,13 @@ class Scheduler:
             await inf.start()
         for inf in self._informers.values():
             await inf.wait_synced()
+        # The informers' handlers fed the cache as they listed; feed what they
+        # hold once more for informers that do not replay their first list.
+        for kind, inf in self._informers.items():
+            for obj in inf.list():
+                meta = _meta(obj)
+                self._refeed(kind, meta.get("namespace") if kind in ("Pod", "PodGroup") else None,
+                             meta.get("name") or "")
 
     def _stop_informers(self) -> None:
         for inf in self._informers.values():
@@ -202,9 +210,36 @@ class Scheduler:
 
     def _handler(self, kind: str) -> Callable[[str, Obj, Obj | None], None]:
         def on_event(type_: str, obj: Obj, old: Obj | None) -> None:
+            meta = _meta(obj)
+            self._refeed(kind, meta.get("namespace") if kind in ("Pod", "PodGroup") else None, meta.get("name") or "")
             if self._relevant(kind, type_, obj, old):
                 self._wake.set()
         return on_event
+
+    def _refeed(self, kind: str, ns: str | None, name: str) -> None:
+        """Give the snapshot cache the object as the next session must see it:
+        the informer's copy, or what we wrote if the watch has not caught up,
+        and for a pod we bound, the node we bound it to (until the watch shows
+        it, ASSUME_TTL at most)."""
+        inf = self._informers.get(kind)
+        obj = inf.get(ns, name) if inf is not None else None
+        if obj is None:
+            if kind == "Pod":
+                self._assumed.pop((ns or "default", name), None)
+            self._cache.delete(kind, ns, name)
+            return
+        obj = self._fresh(kind, obj)
+        if kind == "Pod":
+            key = (ns or "default", name)
+            assumed = self._assumed.get(key)
+            if assumed is not None:
+                uid, node, at = assumed
+                if (_meta(obj).get("uid") != uid or (obj.get("spec") or {}).get("nodeName")
+                        or _monotonic() - at > ASSUME_TTL):
+                    del self._assumed[key]
+                else:
+                    obj = {**obj, "spec": {**(obj.get("spec") or {}), "nodeName": node}}
+        self._cache.put(kind, obj)
 
     def _relevant(self, kind: str, type_: str, obj: Obj, old: Obj | None) -> bool:
         """Changes that can alter a decision; status churn from node agents and
@@ -258,31 +293,14 @@ class Scheduler:
 
     # ---------------------------------------------------------------- one cycle
     def build_snapshot(self) -> Snapshot:
+        """The next session's snapshot, from the incremental cache (only jobs
+        that changed since the last session are parsed again)."""
         now_mono = _monotonic()
-        nodes = self._informers["Node"].list()
-        queues = [self._fresh("Queue", q) for q in self._informers["Queue"].list()]
-        podgroups = [self._fresh("PodGroup", pg) for pg in self._informers["PodGroup"].list()]
-        pods = []
-        seen_pods: set[tuple[str, str]] = set()
-        for p in self._informers["Pod"].list():
-            meta = _meta(p)
-            key = (meta.get("namespace") or "default", meta.get("name") or "")
-            seen_pods.add(key)
-            p = self._fresh("Pod", p)
-            assumed = self._assumed.get(key)
-            if assumed is not None:
-                uid, node, at = assumed
-                if meta.get("uid") != uid or (p.get("spec") or {}).get("nodeName") or now_mono - at > ASSUME_TTL:
-                    del self._assumed[key]
-                else:
-                    p = {**p, "spec": {**(p.get("spec") or {}), "nodeName": node}}
-            pods.append(p)
-        for key in [k for k in self._assumed if k not in seen_pods]:
-            del self._assumed[key]
-        snap = Snapshot.build(nodes, queues, podgroups, pods, self.priority_classes,
-                              default_queue=self.config.default_queue,
-                              scheduler_name=self.config.scheduler_name, pod_cache=self._pod_cache)
-        self._pod_cache.sweep()
+        for (ns, name), (_uid, _node, at) in list(self._assumed.items()):
+            if now_mono - at > ASSUME_TTL:
+                self._refeed("Pod", ns, name)
+        snap = self._cache.build()
+        self._cache.pod_cache.sweep()
         for why in snap.skipped:
             log.warning("scheduler: skipped %s", why)
         return snap
@@ -339,6 +357,7 @@ class Scheduler:
             return
         uid = _meta(pod).get("uid") if pod else None
         self._assumed[(ns, name)] = (uid or "", node, _monotonic())
+        self._refeed("Pod", ns, name)
         ref = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid or ""}
         await self._event(ref, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
 
@@ -414,7 +433,9 @@ class Scheduler:
         if not obj:
             return
         meta = _meta(obj)
-        self._written[(kind, meta.get("namespace") if kind != "Queue" else None, meta.get("name") or "")] = obj
+        ns = meta.get("namespace") if kind != "Queue" else None
+        self._written[(kind, ns, meta.get("name") or "")] = obj
+        self._refeed(kind, ns, meta.get("name") or "")
 
     async def _event(self, ref: dict, type_: str, reason: str, message: str) -> None:
         """Record unless it repeats the object's last event of that type and

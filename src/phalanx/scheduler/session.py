@@ -23,8 +23,8 @@ from .fit_errors import ALL_NODES_UNAVAILABLE
 from .framework import Event, Session, pod_group_ref, pod_ref
 from .plugins import PLUGINS
 from .reasons import task_scheduling_reason
-from .snapshot import (ALLOCATED, COMPLETED_STATUS, PENDING, PG_COMPLETED, PG_INQUEUE, PG_PENDING, PG_RUNNING,
-                       PG_UNKNOWN, PIPELINED, RELEASING, RUNNING, SCHEDULED_STATUS, JobInfo, Snapshot)
+from .snapshot import (ALLOCATED, BINDING, COMPLETED_STATUS, PENDING, PG_COMPLETED, PG_INQUEUE, PG_PENDING,
+                       PG_RUNNING, PG_UNKNOWN, PIPELINED, RELEASING, RUNNING, SCHEDULED_STATUS, JobInfo, Snapshot)
 
 # Reasons with which an enqueue refusal is written (plugins set job.admission).
 ADMITTED = "Admitted"
@@ -211,6 +211,51 @@ def _update_job(ssn: Session, job: JobInfo, result: SessionResult) -> None:
             ssn.record_event(pod_ref(t), "Warning", "FailedScheduling", msg)
 
 
+def is_settled(job: JobInfo) -> bool:
+    """True when a session can neither place, admit nor rewrite this job: no
+    task waits for a node, its PodGroup is past admission, its gang is ready
+    with ``Scheduled`` already written and nothing ``Unschedulable`` (or it
+    has no pods yet), and its stored status already says what ``_update_job``
+    would write. Such a job
+    only counts in sums (``Snapshot.settled``), so a session costs what its
+    waiting jobs cost, not what the whole cluster holds (SnapshotCache)."""
+    from .plugins.gang import SCHEDULED, SCHEDULED_REASON, UNSCHEDULABLE
+
+    if job.admission is not None:
+        return False
+    if job.count(PENDING, PIPELINED, ALLOCATED, BINDING):
+        return False
+    if job.phase in ("", PG_PENDING):
+        return False
+    if job.tasks:
+        # gang's close: a ready gang gets Scheduled=True (and Unschedulable=False), any other one Unschedulable
+        if job.phase == PG_INQUEUE or not (job.is_ready() and job.check_task_ready()):
+            return False
+        scheduled = unschedulable = None
+        for c in job.conditions:
+            if c.get("type") == SCHEDULED:
+                scheduled = c
+            elif c.get("type") == UNSCHEDULABLE:
+                unschedulable = c
+        if (scheduled is None or scheduled.get("status") != "True" or scheduled.get("reason") != SCHEDULED_REASON
+                or (scheduled.get("message") or "") != ""):
+            return False
+        if unschedulable is not None and unschedulable.get("status") == "True":
+            return False
+    # (an admitted PodGroup whose pods do not exist yet has nothing to place: it waits for its job controller)
+    if job_phase(job) != job.phase:
+        return False
+    old = job.podgroup.get("status") or {}
+    if not isinstance(old, dict):
+        return False
+    new: dict[str, Any] = {k: v for k, v in old.items() if k not in ("running", "succeeded", "failed")}
+    for k, status in (("running", RUNNING), ("succeeded", "Succeeded"), ("failed", "Failed")):
+        n = job.count(status)
+        if n:
+            new[k] = n
+    return _normalized(new) == _normalized(old)
+
+
 def _pod_condition(pod: dict, ctype: str) -> dict | None:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if isinstance(c, dict) and c.get("type") == ctype:
@@ -236,6 +281,22 @@ def _update_queues(ssn: Session, result: SessionResult) -> None:
         while name is not None and name in allocated and name not in seen:
             seen.add(name)
             R.add(allocated[name], job.allocated)
+            q = ssn.queues[name]
+            name = q.parent or ("root" if name != "root" else None)
+    for qname in sorted(ssn.snapshot.settled):
+        if qname not in allocated:
+            continue
+        tot = ssn.snapshot.settled[qname]
+        c = counts[qname]
+        for phase, n in tot.phases.items():
+            field_name = QUEUE_COUNT_FIELDS.get(phase)
+            if field_name:
+                c[field_name] = c.get(field_name, 0) + n
+        name = qname
+        seen = set()
+        while name is not None and name in allocated and name not in seen:
+            seen.add(name)
+            R.add(allocated[name], tot.allocated)
             q = ssn.queues[name]
             name = q.parent or ("root" if name != "root" else None)
     for name in sorted(ssn.queues):
@@ -268,4 +329,5 @@ def _queue_changed(dims: R.Dims, old: dict, new: dict, alloc: list[float]) -> bo
         return True
 
 
-__all__ = ["run_session", "SessionResult", "close_session", "job_phase", "pod_group_ref", "check_config"]
+__all__ = ["run_session", "SessionResult", "close_session", "job_phase", "is_settled", "pod_group_ref",
+           "check_config"]

@@ -326,6 +326,22 @@ class QueueInfo:
         return self.state == QUEUE_OPEN
 
 
+@dataclass(eq=False, slots=True)
+class QueueTotals:
+    """What a queue's settled jobs add up to (see ``session.is_settled``): the
+    session needs their sums for queue shares, admission and queue status, but
+    never looks at the jobs one by one."""
+    allocated: list[float]
+    request: list[float]
+    inqueue: list[float]
+    elastic: list[float]
+    phases: dict[str, int] = field(default_factory=dict)  # PodGroup phase -> number of jobs
+
+    @classmethod
+    def zero(cls, dims: R.Dims) -> "QueueTotals":
+        return cls(dims.zero(), dims.zero(), dims.zero(), dims.zero())
+
+
 @dataclass(eq=False)
 class Snapshot:
     dims: R.Dims
@@ -334,6 +350,9 @@ class Snapshot:
     jobs: dict[tuple[str, str], JobInfo]
     skipped: list[str] = field(default_factory=list)
     consumed: bool = False
+    # Jobs left out of ``jobs`` because a session would not change them
+    # (SnapshotCache); their tasks are already counted on the nodes.
+    settled: dict[str, QueueTotals] = field(default_factory=dict)
 
     @property
     def node_map(self) -> dict[str, NodeInfo]:
@@ -434,6 +453,8 @@ class _Builder:
         self.default_queue = default_queue
         self.scheduler_name = scheduler_name
         self.skipped: list[str] = []
+        # tasks with equal keys share predicate/score verdicts: one numbering per session
+        self.spec_keys: dict[Any, int] = {}
 
     def skip(self, what: str, why: Any) -> None:
         self.skipped.append(f"{what}: {why}")
@@ -602,7 +623,7 @@ class _Builder:
 
     def _pods(self, pods: list[dict], dims: R.Dims, jobs: dict[tuple[str, str], JobInfo],
               nodes: dict[str, NodeInfo]) -> None:
-        spec_keys: dict[Any, int] = {}
+        spec_keys = self.spec_keys
         for p in pods:
             try:
                 meta = p.get("metadata") or {}

@@ -34,6 +34,8 @@ class OvercommitPlugin(Plugin):
             claim = inqueue_claim(ssn.jobs[key])
             if claim is not None:
                 R.add(inqueue, claim)
+        for name in sorted(ssn.snapshot.settled):
+            R.add(inqueue, ssn.snapshot.settled[name].inqueue)
 
         def enqueueable(job: JobInfo) -> int:
             if job.min_resources is None:

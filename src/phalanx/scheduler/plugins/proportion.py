@@ -87,6 +87,18 @@ class ProportionPlugin(Plugin):
             if claim is not None:
                 R.add(attr.inqueue, claim)
             R.add(attr.elastic, R.exceeded_part(job.allocated, job.min_resources or dims.zero()))
+        for name in sorted(ssn.snapshot.settled):
+            q = ssn.queues.get(name)
+            if q is None:
+                continue
+            tot = ssn.snapshot.settled[name]
+            attr = attrs.get(name)
+            if attr is None:
+                attr = attrs[name] = QueueAttr(q, dims.zero(), dims.zero(), dims.zero(), dims.zero(), dims.zero())
+            R.add(attr.allocated, tot.allocated)
+            R.add(attr.request, tot.request)
+            R.add(attr.inqueue, tot.inqueue)
+            R.add(attr.elastic, tot.elastic)
         base = R.exceeded_part(ssn.total_resource, total_guarantee)
         for attr in attrs.values():
             attr.cluster_capability = R.plus(base, attr.queue.guarantee)

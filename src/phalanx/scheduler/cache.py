@@ -1,0 +1,384 @@
+"""The scheduler's incremental snapshot (Volcano's SchedulerCache).
+
+``Snapshot.build`` parses every node, PodGroup and pod for every session, so
+a burst of N jobs cost O(N) per session and O(N²) in all. ``SnapshotCache``
+is fed the objects as the informers see them (``put``/``delete``) and keeps,
+per job, what it parsed last time:
+
+- a job a session cannot change (``session.is_settled``: nothing waits for
+  a node, its gang is ready and its status written) is kept as sums only:
+  its queue's allocated/request/inqueue/elastic and phase count
+  (``Snapshot.settled``) and its tasks' share of each node;
+- every other job is rebuilt from its objects for each session, exactly as
+  ``Snapshot.build`` does, since sessions change jobs in place.
+
+A session therefore costs what its waiting jobs and the nodes cost, not what
+the cluster holds. Only a job whose PodGroup or pods changed is re-parsed.
+Sums are recomputed (in a fixed order) for the queues and nodes whose members
+changed, so results do not depend on the order of events. The sessions' own
+results are unchanged: ``tests/unit/test_scheduler_cache.py`` runs random
+clusters through both paths and compares every decision.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from phalanx.api.constants import ANNOTATION_GROUP_NAME, DEFAULT_QUEUE, SCHEDULER_NAME
+
+from . import resources as R
+from .snapshot import (ALLOCATED_STATUS, PENDING, PIPELINED, RELEASING, JobInfo, NodeInfo, PodCache, QueueTotals,
+                       Snapshot, TaskInfo, _Builder, _node_resource_names, _pod_resource_names,
+                       _podgroup_resource_names, _queue_resource_names)
+
+RecordKey = tuple[str, str, str]  # ("job", namespace, podgroup) or ("pod", namespace, pod)
+ObjKey = tuple[str | None, str]
+KINDS = ("Node", "Queue", "PodGroup", "Pod")
+
+
+@dataclass(slots=True)
+class _Share:
+    """One task's accounting on one node (NodeInfo.add_task's inputs)."""
+    status: str
+    resreq: list[float]
+    nz_cpu: float
+    nz_mem: float
+
+
+@dataclass(slots=True)
+class _Record:
+    """What the cache knows of one job (or of one pod outside any job)."""
+    active: bool
+    queue: str = ""            # a settled job's queue ("" for pods outside jobs)
+    phase: str = ""
+    allocated: list[float] = field(default_factory=list)
+    request: list[float] = field(default_factory=list)
+    inqueue: list[float] = field(default_factory=list)
+    elastic: list[float] = field(default_factory=list)
+    shares: list[tuple[str, _Share]] = field(default_factory=list)  # (node name, share), for settled records
+
+
+@dataclass(slots=True)
+class _NodeBase:
+    used: list[float]
+    releasing: list[float]
+    pipelined: list[float]
+    nz_cpu: float = 0.0
+    nz_mem: float = 0.0
+    ntasks: int = 0
+
+
+class _ShareRecorder(dict):
+    """Stands in for the node map while a record is parsed: every node name
+    answers, and the tasks ``_Builder._pods`` would add to it are kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shares: list[tuple[str, _Share]] = []
+
+    def get(self, name: Any, default: Any = None) -> Any:  # type: ignore[override]
+        return _NodeProbe(self, name) if name else default
+
+
+class _NodeProbe:
+    __slots__ = ("recorder", "name")
+
+    def __init__(self, recorder: _ShareRecorder, name: str) -> None:
+        self.recorder = recorder
+        self.name = name
+
+    def add_task(self, t: TaskInfo, status: str) -> None:
+        self.recorder.shares.append((self.name, _Share(status, list(t.resreq), t.nz_cpu, t.nz_mem)))
+
+
+def _meta(obj: Any) -> dict:
+    m = obj.get("metadata") if isinstance(obj, dict) else None
+    return m if isinstance(m, dict) else {}
+
+
+def _names_of(kind: str, obj: dict) -> tuple[str, ...]:
+    fn = {"Node": _node_resource_names, "Pod": _pod_resource_names, "PodGroup": _podgroup_resource_names,
+          "Queue": _queue_resource_names}[kind]
+    try:
+        return tuple(fn(obj))
+    except (TypeError, AttributeError, ValueError):
+        return ()
+
+
+class SnapshotCache:
+    """``put``/``delete`` objects as they change; ``build()`` a Snapshot per session."""
+
+    def __init__(self, priority_classes: dict[str, int] | None = None, default_queue: str = DEFAULT_QUEUE,
+                 scheduler_name: str = SCHEDULER_NAME, pod_cache: PodCache | None = None) -> None:
+        self.priority_classes = dict(priority_classes or {})
+        self.default_queue = default_queue
+        self.scheduler_name = scheduler_name
+        self.pod_cache = pod_cache if pod_cache is not None else PodCache()
+        self._objs: dict[str, dict[ObjKey, dict]] = {k: {} for k in KINDS}
+        self._owner: dict[ObjKey, RecordKey] = {}                 # pod -> its record
+        self._members: dict[RecordKey, set[ObjKey]] = {}          # record -> its pods
+        self._records: dict[RecordKey, _Record] = {}
+        self._dirty: set[RecordKey] = set()
+        self._names: dict[tuple[str, ObjKey], tuple[str, ...]] = {}
+        self._name_counts: Counter[str] = Counter()
+        self._dims: R.Dims | None = None
+        self._queue_names: frozenset[str] = frozenset()
+        self._node_shares: dict[str, dict[RecordKey, list[_Share]]] = {}
+        self._node_base: dict[str, _NodeBase] = {}
+        self._queue_members: dict[str, set[RecordKey]] = {}
+        self._queue_totals: dict[str, QueueTotals] = {}
+        self._dirty_queues: set[str] = set()
+        self.rebuilt = 0  # records re-parsed (for tests and profiles)
+
+    # ---------------------------------------------------------------- feeding
+    def put(self, kind: str, obj: dict) -> None:
+        """The object as the scheduler should see it now (added or changed)."""
+        key = self._key(kind, obj)
+        objs = self._objs[kind]
+        old = objs.get(key)
+        if old is obj:
+            return
+        objs[key] = obj
+        self._count_names(kind, key, obj)
+        self._changed(kind, key, obj)
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> None:
+        key: ObjKey = (namespace if kind in ("Pod", "PodGroup") else None, name)
+        if self._objs[kind].pop(key, None) is None:
+            return
+        self._count_names(kind, key, None)
+        self._changed(kind, key, None)
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict | None:
+        return self._objs[kind].get((namespace if kind in ("Pod", "PodGroup") else None, name))
+
+    @staticmethod
+    def _key(kind: str, obj: dict) -> ObjKey:
+        meta = _meta(obj)
+        name = meta.get("name")
+        name = name if isinstance(name, str) else repr(name)
+        if kind in ("Pod", "PodGroup"):
+            ns = meta.get("namespace") or "default"
+            return (ns if isinstance(ns, str) else repr(ns), name)
+        return (None, name)
+
+    def _count_names(self, kind: str, key: ObjKey, obj: dict | None) -> None:
+        nk = (kind, key)
+        old = self._names.pop(nk, ())
+        new = _names_of(kind, obj) if obj is not None else ()
+        if old == new:
+            if new:
+                self._names[nk] = new
+            return
+        self._name_counts.subtract(old)
+        self._name_counts.update(new)
+        if new:
+            self._names[nk] = new
+
+    def _changed(self, kind: str, key: ObjKey, obj: dict | None) -> None:
+        if kind == "PodGroup":
+            self._dirty.add(("job", key[0] or "default", key[1]))
+        elif kind == "Pod":
+            owner = self._pod_owner(key, obj) if obj is not None else None
+            old = self._owner.get(key)
+            if old is not None and old != owner:
+                members = self._members.get(old)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del self._members[old]
+                self._dirty.add(old)
+            if owner is None:
+                self._owner.pop(key, None)
+            else:
+                self._owner[key] = owner
+                self._members.setdefault(owner, set()).add(key)
+                self._dirty.add(owner)
+        # Nodes and queues are read afresh by every session; a queue's coming or
+        # going changes which jobs exist (checked in build).
+
+    def _pod_owner(self, key: ObjKey, pod: dict) -> RecordKey:
+        ns, name = key[0] or "default", key[1]
+        try:
+            spec = pod.get("spec") or {}
+            ann = _meta(pod).get("annotations") or {}
+            group = ann.get(ANNOTATION_GROUP_NAME) if isinstance(ann, dict) else None
+            if isinstance(spec, dict) and spec.get("schedulerName") == self.scheduler_name and group \
+                    and isinstance(group, str):
+                return ("job", ns, group)
+        except AttributeError:
+            pass
+        return ("pod", ns, name)
+
+    # ---------------------------------------------------------------- build
+    def build(self) -> Snapshot:
+        """A Snapshot for one session (which may change it freely)."""
+        builder = _Builder(self.priority_classes, self.default_queue, self.scheduler_name, self.pod_cache)
+        dims = R.Dims(n for n, c in self._name_counts.items() if c > 0 and R.is_scheduling_resource(n))
+        if self._dims is None or dims.names != self._dims.names:
+            self._reset(dims)
+        dims = self._dims  # type: ignore[assignment]
+        queues = builder._queues(builder._dicts("queue", list(self._objs["Queue"].values())), dims)
+        names = frozenset(queues)
+        if names != self._queue_names:
+            self._queue_names = names
+            self._dirty.update(self._members)
+            self._dirty.update(("job", ns or "default", n) for ns, n in self._objs["PodGroup"])
+            self._dirty.update(self._records)
+
+        for key in sorted(self._dirty):
+            self._refresh(key, builder, queues, dims)
+        self._dirty.clear()
+
+        nodes = builder._nodes(builder._dicts("node", list(self._objs["Node"].values())), dims)
+        for n in nodes:
+            self._apply_base(n, dims)
+        node_map = {n.name: n for n in nodes}
+
+        jobs: dict[tuple[str, str], JobInfo] = {}
+        active = sorted(k for k, r in self._records.items() if r.active)
+        for key in active:
+            self._parse(key, builder, queues, dims, node_map, jobs)
+
+        settled = {}
+        for name in sorted(self._queue_members):
+            if name in queues:
+                tot = self._totals(name, dims)
+                settled[name] = QueueTotals(list(tot.allocated), list(tot.request), list(tot.inqueue),
+                                            list(tot.elastic), dict(tot.phases))
+        return Snapshot(dims=dims, nodes=nodes, queues=queues, jobs=jobs, skipped=builder.skipped, settled=settled)
+
+    def _reset(self, dims: R.Dims) -> None:
+        """New resource dimensions: every parsed vector is void."""
+        self._dims = dims
+        self._dirty.update(self._members)
+        self._dirty.update(self._records)
+        self._dirty.update(("job", ns or "default", n) for ns, n in self._objs["PodGroup"])
+
+    def _parse(self, key: RecordKey, builder: _Builder, queues: dict, dims: R.Dims, node_map: dict,
+               jobs: dict[tuple[str, str], JobInfo]) -> None:
+        """Parse one record's objects as Snapshot.build would, into ``jobs`` and ``node_map``."""
+        kind, ns, name = key
+        found: dict[tuple[str, str], JobInfo] = {}
+        if kind == "job":
+            pg = self._objs["PodGroup"].get((ns, name))
+            if pg is not None:
+                found = builder._jobs(builder._dicts("podgroup", [pg]), queues, dims)
+        pods = [self._objs["Pod"][k] for k in sorted(self._members.get(key, ()))]
+        builder._pods(builder._dicts("pod", pods), dims, found, node_map)
+        jobs.update(found)
+
+    def _refresh(self, key: RecordKey, builder: _Builder, queues: dict, dims: R.Dims) -> None:
+        self._forget(key)
+        if key not in self._members and (key[0] != "job" or (key[1], key[2]) not in self._objs["PodGroup"]):
+            return
+        self.rebuilt += 1
+        recorder = _ShareRecorder()
+        jobs: dict[tuple[str, str], JobInfo] = {}
+        self._parse(key, builder, queues, dims, recorder, jobs)
+        job = jobs.get((key[1], key[2])) if key[0] == "job" else None
+        if job is not None:
+            from .session import is_settled  # late: session imports the plugins, which import snapshot
+            if not is_settled(job):
+                self._records[key] = _Record(active=True)
+                return
+            rec = self._settled_record(job, dims)
+        else:
+            rec = _Record(active=False)  # pods outside any job of ours: they only occupy nodes
+        rec.shares = recorder.shares
+        self._records[key] = rec
+        for node, share in rec.shares:
+            self._node_shares.setdefault(node, {}).setdefault(key, []).append(share)
+            self._node_base.pop(node, None)
+        if rec.queue:
+            self._queue_members.setdefault(rec.queue, set()).add(key)
+            self._queue_totals.pop(rec.queue, None)
+
+    @staticmethod
+    def _settled_record(job: JobInfo, dims: R.Dims) -> _Record:
+        from .plugins.proportion import inqueue_claim
+        request = dims.zero()
+        for status, tasks in job.index.items():
+            if status in ALLOCATED_STATUS or status == PENDING:
+                for t in tasks.values():
+                    R.add(request, t.resreq)
+        return _Record(active=False, queue=job.queue, phase=job.phase, allocated=list(job.allocated),
+                       request=request, inqueue=inqueue_claim(job) or dims.zero(),
+                       elastic=R.exceeded_part(job.allocated, job.min_resources or dims.zero()))
+
+    def _forget(self, key: RecordKey) -> None:
+        rec = self._records.pop(key, None)
+        if rec is None:
+            return
+        for node, _ in rec.shares:
+            per = self._node_shares.get(node)
+            if per is not None and per.pop(key, None) is not None:
+                if not per:
+                    del self._node_shares[node]
+                self._node_base.pop(node, None)
+        if rec.queue:
+            members = self._queue_members.get(rec.queue)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._queue_members[rec.queue]
+            self._queue_totals.pop(rec.queue, None)
+
+    # ---------------------------------------------------------------- sums
+    def _apply_base(self, node: NodeInfo, dims: R.Dims) -> None:
+        base = self._node_base.get(node.name)
+        if base is None:
+            shares = self._node_shares.get(node.name)
+            if not shares:
+                return
+            base = _NodeBase(dims.zero(), dims.zero(), dims.zero())
+            for key in sorted(shares):
+                for s in shares[key]:
+                    if s.status == PIPELINED:
+                        R.add(base.pipelined, s.resreq)
+                    else:
+                        R.add(base.used, s.resreq)
+                        if s.status == RELEASING:
+                            R.add(base.releasing, s.resreq)
+                    base.nz_cpu += s.nz_cpu
+                    base.nz_mem += s.nz_mem
+                    base.ntasks += 1
+            self._node_base[node.name] = base
+        R.add(node.used, base.used)
+        R.sub(node.idle, base.used)
+        R.add(node.releasing, base.releasing)
+        R.add(node.pipelined, base.pipelined)
+        node.nz_cpu += base.nz_cpu
+        node.nz_mem += base.nz_mem
+        node.ntasks += base.ntasks
+
+    def _totals(self, queue: str, dims: R.Dims) -> QueueTotals:
+        tot = self._queue_totals.get(queue)
+        if tot is None:
+            tot = QueueTotals.zero(dims)
+            for key in sorted(self._queue_members.get(queue, ())):
+                rec = self._records[key]
+                R.add(tot.allocated, rec.allocated)
+                R.add(tot.request, rec.request)
+                R.add(tot.inqueue, rec.inqueue)
+                R.add(tot.elastic, rec.elastic)
+                tot.phases[rec.phase] = tot.phases.get(rec.phase, 0) + 1
+            self._queue_totals[queue] = tot
+        return tot
+
+    # ---------------------------------------------------------------- introspection
+    def counts(self) -> dict[str, int]:
+        """How many records are active (rebuilt per session) and settled."""
+        active = sum(1 for r in self._records.values() if r.active)
+        return {"active": active, "settled": len(self._records) - active, "pods": len(self._objs["Pod"]),
+                "nodes": len(self._objs["Node"])}
+
+
+def feed(cache: SnapshotCache, nodes: Iterable[dict] = (), queues: Iterable[dict] = (),
+         podgroups: Iterable[dict] = (), pods: Iterable[dict] = ()) -> SnapshotCache:
+    """Put lists of objects (tests, benchmarks)."""
+    for kind, objs in (("Node", nodes), ("Queue", queues), ("PodGroup", podgroups), ("Pod", pods)):
+        for o in objs:
+            cache.put(kind, o)
+    return cache
