@@ -16,14 +16,14 @@ import psutil
 import pytest
 
 from phalanx.node import instancefiles as files
-from phalanx.node.shim import start_ticks
+from phalanx.node.shim import exec_candidates, start_ticks
 from phalanx.node.runtime import SHIM
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(30)]
 
 
 class Shim:
-    def __init__(self, tmp: Path, argv: list[str]) -> None:
+    def __init__(self, tmp: Path, argv: list[str], **spec_extra) -> None:
         self.dir = tmp
         self.log = tmp / "0.log"
         self.record = tmp / "0.pid"
@@ -31,6 +31,7 @@ class Shim:
         fd = files.open_locked_record(self.record, {"node": "n", "uid": "u", "container": "c"})
         spec = {"argv": argv, "env": {"PATH": os.environ["PATH"]}, "cwd": str(tmp), "log": str(self.log),
                 "status": str(self.status), "cgroup_procs": []}
+        spec.update(spec_extra)
         r, w = os.pipe()
         try:
             self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(SHIM), str(fd)], stdin=subprocess.PIPE,
@@ -107,8 +108,130 @@ def test_exec_failure_is_reported_and_recorded(tmp_path):
 
 
 def test_shim_imports_only_a_few_builtin_modules():
-    """Its footprint: started as ``python -I -S``, it must not pull in phalanx, json, subprocess, ..."""
+    """Its footprint: started as ``python -I -S``, it must not pull in phalanx, json, subprocess, ...
+    (``_signal`` is the builtin half of ``signal``, loaded with it)."""
     tree = ast.parse(SHIM.read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported <= {"marshal", "os", "signal", "sys", "time"}, imported
+    assert imported <= {"_signal", "marshal", "os", "signal", "sys", "time"}, imported
+
+
+# --------------------------------------------------------------------------- the two ways to start a container
+
+# The shim starts a container by posix_spawn, or by fork + exec when it must
+# first join cgroups (a cgroup.procs file it cannot write is skipped, so a
+# bogus one selects that path here).
+PATHS = {"spawn": {}, "fork": {"cgroup_procs": ["/nonexistent/cgroup.procs"]}}
+
+
+@pytest.fixture(params=sorted(PATHS))
+def how(request):
+    return PATHS[request.param]
+
+
+def _proc_status(pid: int) -> dict[str, str]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        out[k] = v.strip()
+    return out
+
+
+# glibc's own signals (32, 33: below SIGRTMIN, invalid to Python): its posix_spawn
+# leaves them ignored in the child; glibc sets its handlers on them when it needs them.
+GLIBC_INTERNAL = (1 << 31) | (1 << 32)
+
+
+def test_the_container_starts_clean(tmp_path, how):
+    """Its own session, no blocked or ignored signal (the shim blocks and
+    Python ignores some), stdin /dev/null, stdout+stderr the log, and none
+    of the shim's descriptors (the locked record)."""
+    shim = Shim(tmp_path, ["sleep", "30"], **how)
+    pid = shim.report["pid"]
+    try:
+        st = _proc_status(pid)
+        assert int(st["SigBlk"], 16) == 0 and int(st["SigIgn"], 16) & ~GLIBC_INTERNAL == 0, st
+        assert os.getsid(pid) == pid and os.getpgid(pid) == pid
+        fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        assert fds == {0: "/dev/null", 1: str(shim.log), 2: str(shim.log)}, fds
+        assert os.readlink(f"/proc/{pid}/cwd") == str(tmp_path)
+    finally:
+        os.kill(shim.proc.pid, signal.SIGTERM)
+    assert shim.wait()["exitCode"] == 143
+
+
+def test_exit_code_log_and_group_kill_on_both_paths(tmp_path, how):
+    shim = Shim(tmp_path, ["sh", "-c", "sleep 30 & echo $! > child; echo out; echo err >&2; exit 9"], **how)
+    status = shim.wait()
+    assert (status["exitCode"], status["signal"], status["pid"]) == (9, None, shim.report["pid"])
+    assert shim.log.read_text() == "out\nerr\n"
+    child = int((tmp_path / "child").read_text())
+    deadline = time.monotonic() + 5
+    while not dead(child):
+        assert time.monotonic() < deadline, "the container's other process outlived it"
+        time.sleep(0.02)
+
+
+def test_a_killed_container_is_recorded_with_its_signal(tmp_path, how):
+    shim = Shim(tmp_path, ["sleep", "30"], **how)
+    os.kill(shim.report["pid"], signal.SIGKILL)
+    status = shim.wait()
+    assert (status["exitCode"], status["signal"]) == (137, 9)
+
+
+def _exe(path: Path, text: str = "#!/bin/sh\necho found $0\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_path_search_goes_on_past_missing_unusable_and_non_executable_entries(tmp_path, how):
+    """As execvp: a missing directory, a file used as a directory and a
+    non-executable candidate are passed over for a later executable one."""
+    noexec = tmp_path / "noexec" / "tool"
+    noexec.parent.mkdir()
+    noexec.write_text("#!/bin/sh\necho wrong\n")
+    noexec.chmod(0o644)
+    (tmp_path / "afile").write_text("")
+    good = _exe(tmp_path / "bin" / "tool")
+    path = ":".join([str(tmp_path / "missing"), str(tmp_path / "afile"), str(noexec.parent), str(good.parent)])
+    shim = Shim(tmp_path, ["tool"], env={"PATH": path}, **how)
+    assert "pid" in shim.report, shim.report
+    assert shim.wait()["exitCode"] == 0
+    assert shim.log.read_text() == f"found {good}\n"
+
+
+def test_path_search_reports_permission_denied_over_not_found(tmp_path, how):
+    """Only a non-executable candidate: EACCES (what execvp says), not ENOENT."""
+    noexec = tmp_path / "noexec" / "tool"
+    noexec.parent.mkdir()
+    noexec.write_text("")
+    noexec.chmod(0o644)
+    shim = Shim(tmp_path, ["tool"], env={"PATH": f"{tmp_path / 'missing'}:{noexec.parent}"}, **how)
+    assert (shim.report["errno"], shim.report["step"]) == (13, "exec")
+    status = shim.wait()
+    assert status["startError"]["errno"] == 13 and status["argv0"] == "tool"
+
+
+def test_a_slash_in_argv0_is_not_searched(tmp_path, how):
+    _exe(tmp_path / "bin" / "tool")
+    shim = Shim(tmp_path, ["./bin/tool"], env={"PATH": "/nonexistent"}, **how)  # relative to the cwd
+    assert shim.wait()["exitCode"] == 0
+    assert shim.log.read_text() == "found ./bin/tool\n"
+    missing = Shim(tmp_path / "bin", ["./nope"], **how)
+    assert (missing.report["errno"], missing.report["step"]) == (2, "exec")
+
+
+def test_a_missing_working_directory_is_reported_as_such(tmp_path, how):
+    shim = Shim(tmp_path, ["true"], cwd=str(tmp_path / "gone"), **how)
+    assert (shim.report["errno"], shim.report["step"]) == (2, "chdir")
+    assert shim.wait()["startError"]["step"] == "chdir"
+    assert not shim.log.exists()  # nothing ran
+
+
+def test_exec_candidates_follow_os_execvpe():
+    assert exec_candidates("a/b", {"PATH": "/x"}) == ["a/b"]
+    assert exec_candidates("t", {"PATH": "/x:/y/"}) == ["/x/t", "/y/t"]
+    assert exec_candidates("t", {"PATH": "/x::/y"}) == ["/x/t", "t", "/y/t"]  # an empty entry: the cwd
+    assert exec_candidates("t", {}) == [os.path.join(d, "t") for d in os.get_exec_path({})]

@@ -145,6 +145,27 @@ async def test_forked_shim_speaks_todays_protocol_and_is_reaped(state):
     assert not psutil.pid_exists(shim_pid)  # reaped, not a zombie
 
 
+async def test_the_container_inherits_nothing_of_the_server(state):
+    """The server ignores SIGHUP and SIGPIPE and the shim blocks the signals it
+    forwards: the container starts with none blocked or ignored (but glibc's
+    own 32 and 33, see test_node_shim) and only its stdio; a signal to the
+    shim still reaches it."""
+    client = ShimdClient(state)
+    await started(client)
+    inst = Instance(state, ["sleep", "30"])
+    shim_pid, report = await inst.spawn(client)
+    pid = report["pid"]
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    assert int(status["SigBlk"], 16) == 0
+    assert int(status["SigIgn"], 16) & ~((1 << 31) | (1 << 32)) == 0, status["SigIgn"]
+    fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    assert fds == {0: "/dev/null", 1: str(inst.log), 2: str(inst.log)}, fds
+    os.kill(shim_pid, signal.SIGHUP)
+    await until(lambda: not files.shim_alive(inst.record), what="the shim to end")
+    ended = json.loads(inst.status.read_text())
+    assert (ended["exitCode"], ended["signal"]) == (128 + signal.SIGHUP, signal.SIGHUP)
+
+
 async def test_exec_failure_is_reported_with_errno_and_step(state):
     client = ShimdClient(state)
     await started(client)

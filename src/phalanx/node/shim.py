@@ -33,6 +33,16 @@ The container is the shim's child in a session (process group) of its own;
 when it exits its remaining processes are SIGKILLed while the shim still holds
 the exited leader (``waitid(WNOWAIT)``), so the group id cannot be reused in
 between.
+
+Cost (issue 9): the container is started with ``posix_spawn`` (vfork: no copy
+of the shim's memory, no Python between fork and exec) unless it must join
+cgroups first, then by ``fork`` + ``execve`` (glibc's posix_spawn leaves its own
+signals 32 and 33, below SIGRTMIN, ignored in the child; nothing else differs).
+The executable is searched on the container's ``PATH`` here, as ``os.execvpe``
+would (which imports ``warnings`` from disk in every child). Signals are
+forwarded from a ``sigwaitinfo`` loop, not handlers. Only the exit record is
+fsynced: the running record (pid, start) means nothing after a reboot, the
+exit code does.
 """
 import marshal
 import os
@@ -40,8 +50,15 @@ import signal
 import sys
 import time
 
+# The C functions: ``signal``'s Python wrappers of these convert to enums, which
+# in a freshly forked shim costs ~60 copied pages (~0.2 ms).
+from _signal import SIG_DFL as _SIG_DFL, pthread_sigmask as _sigmask, signal as _setsig  # type: ignore[import-not-found]
+
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+DEFAULTED = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores these; a program expects the default
+WAITED = FORWARDED + (signal.SIGCHLD,)
 EXEC_FAILED = 127
+SPAWN = hasattr(os, "posix_spawn") and hasattr(os, "POSIX_SPAWN_DUP2")  # else fork + exec
 
 
 def _json(value):
@@ -55,6 +72,8 @@ def _json(value):
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
+        if '"' not in value and "\\" not in value and value.isprintable():
+            return '"' + value + '"'
         out = ['"']
         for ch in value:
             if ch in '"\\':
@@ -70,13 +89,14 @@ def _json(value):
     raise TypeError("cannot encode %r" % (value,))
 
 
-def write_status(path, record):
-    """Replace the status file atomically (write, fsync, rename)."""
+def write_status(path, record, sync=True):
+    """Replace the status file atomically (write, fsync unless ``sync`` is false, rename)."""
     tmp = "%s.%d.tmp" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         os.write(fd, (_json(record) + "\n").encode())
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -86,11 +106,46 @@ def start_ticks(pid):
     """The process's start time in clock ticks since boot (field 22 of
     /proc/PID/stat): with the pid, it names one process for good."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            data = f.read()
-        return int(data[data.rindex(b")") + 2:].split()[19])
+        fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 1024)  # ~300 bytes: pid, (comm), then 50 numbers
+        finally:
+            os.close(fd)
+        return int(data[data.rindex(b")") + 2:].split(None, 20)[19])
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def exec_candidates(file, env):
+    """The paths ``os.execvpe(file, ..., env)`` tries, in order: ``file`` itself
+    when it has a slash, else ``file`` in each directory of the env's ``PATH``."""
+    if "/" in file:
+        return [file]
+    path = env.get("PATH")
+    if path is None:
+        path = os.defpath
+    return [os.path.join(d, file) for d in path.split(os.pathsep)]
+
+
+def _execvpe(argv, env):
+    """``os.execvpe`` without its per-call ``import warnings``: same search, same error."""
+    last = saved = None
+    for full in exec_candidates(argv[0], env):
+        try:
+            os.execve(full, argv, env)
+        except (FileNotFoundError, NotADirectoryError) as e:
+            last = e
+        except OSError as e:
+            last = e
+            if saved is None:
+                saved = e
+    raise saved or last
+
+
+def _failure(step, e):
+    """Why the container could not be started, as reported and recorded."""
+    return {"errno": getattr(e, "errno", None) or 0, "strerror": getattr(e, "strerror", None) or str(e),
+            "step": step}
 
 
 def _exec_child(spec, err_w):
@@ -110,9 +165,9 @@ def _exec_child(spec, err_w):
             except OSError:
                 pass  # the runtime checks membership and falls back to its watchdog
         step = "signals"
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; a program expects the default
-            signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        for sig in DEFAULTED:
+            _setsig(sig, _SIG_DFL)
+        _sigmask(signal.SIG_SETMASK, ())
         step = "chdir"
         os.chdir(spec["cwd"])
         step = "log"
@@ -122,21 +177,85 @@ def _exec_child(spec, err_w):
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         step = "exec"
-        argv = spec["argv"]
-        os.execvpe(argv[0], argv, spec["env"])
+        _execvpe(spec["argv"], spec["env"])
     except BaseException as e:  # report why, in the parent's words
         try:
-            os.write(err_w, marshal.dumps({"errno": getattr(e, "errno", None) or 0,
-                                           "strerror": getattr(e, "strerror", None) or str(e), "step": step}))
+            os.write(err_w, marshal.dumps(_failure(step, e)))
         finally:
             os._exit(EXEC_FAILED)
     os._exit(EXEC_FAILED)  # not reached
 
 
+def _fork_exec(spec):
+    """Start the container by fork + exec (it may first join cgroups): ``(pid, None)``,
+    or ``(None, failure)`` when it could not be started."""
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(err_r)
+        _exec_child(spec, err_w)
+    os.close(err_w)
+    failure = _read_all(err_r)
+    os.close(err_r)
+    if not failure:
+        return pid, None
+    os.waitpid(pid, 0)
+    return None, marshal.loads(failure)
+
+
+def _spawn(spec):
+    """Start the container by ``posix_spawn``, as ``_exec_child`` would (a session
+    of its own, default SIGPIPE/SIGXFSZ, no blocked signal, the cwd, stdin from
+    /dev/null, stdout and stderr to the log): ``(pid, None)`` or ``(None, failure)``.
+    The shim itself changes to the cwd for the spawn (and back to /)."""
+    argv, env = spec["argv"], spec["env"]
+    step = "chdir"
+    try:
+        os.chdir(spec["cwd"])
+        try:
+            step = "log"
+            log_fd = os.open(spec["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                step = "exec"
+                actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                           (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]
+                last = saved = None
+                for full in exec_candidates(argv[0], env):  # os.execvpe's search and errors
+                    try:
+                        os.stat(full)  # a missing candidate costs no process
+                    except (FileNotFoundError, NotADirectoryError) as e:
+                        last = e
+                        continue
+                    except OSError:
+                        pass  # let the exec say why
+                    try:
+                        return os.posix_spawn(full, argv, env, file_actions=actions, setsid=True, setsigmask=(),
+                                              setsigdef=DEFAULTED), None
+                    except (FileNotFoundError, NotADirectoryError) as e:
+                        last = e
+                    except OSError as e:
+                        last = e
+                        if saved is None:
+                            saved = e
+                raise saved or last
+            finally:
+                os.close(log_fd)
+        finally:
+            os.chdir("/")
+    except OSError as e:
+        return None, _failure(step, e)
+
+
 def _read_all(fd):
+    """Everything up to EOF, in reads sized to the file when it has a size
+    (a 64 KiB buffer per read would cost a forked shim 16 fresh pages)."""
+    try:
+        size = os.fstat(fd).st_size
+    except OSError:
+        size = 0
     chunks = []
     while True:
-        b = os.read(fd, 65536)
+        b = os.read(fd, max(size + 1, 4096))
         if not b:
             return b"".join(chunks)
         chunks.append(b)
@@ -154,14 +273,22 @@ def _report(record):
 
 
 def _wait_exit(pid):
-    """Wait until the container exits, leaving it unreaped; its exit code."""
+    """Forward the signals we get to the container until it exits (``FORWARDED``
+    and SIGCHLD are blocked: taken with ``sigwaitinfo``, no handler runs);
+    leave it unreaped. Its exit code and signal."""
     while True:
         try:
-            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
         except ChildProcessError:
             return None, None
         if info is not None:
             break
+        sig = signal.sigwaitinfo(WAITED).si_signo
+        if sig != signal.SIGCHLD:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
     if info.si_code == os.CLD_EXITED:
         return info.si_status, None
     return 128 + info.si_status, info.si_status
@@ -171,42 +298,25 @@ def run(spec, lock_fd):
     """Start the container, supervise it, record its end. Returns the shim's exit code."""
     os.set_inheritable(lock_fd, False)  # the lock is the shim's, not the container's
     status_path = spec["status"]
-    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # none may kill us between fork and handler
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(err_r)
-        _exec_child(spec, err_w)
-    os.close(err_w)
-    failure = _read_all(err_r)
-    os.close(err_r)
-    if failure:
-        os.waitpid(pid, 0)
-        err = marshal.loads(failure)
+    _sigmask(signal.SIG_BLOCK, WAITED)  # to forward, not to kill us; the container unblocks them
+    if SPAWN and not spec.get("cgroup_procs"):
+        pid, err = _spawn(spec)
+    else:
+        pid, err = _fork_exec(spec)
+    if err is not None:
         write_status(status_path, {"startError": _json_safe(err), "argv0": spec["argv"][0],
                                    "finishedAt": time.time()})
         _report(err)
         return 1
     started = {"pid": pid, "startedAt": time.time(), "startTicks": start_ticks(pid), "shimPid": os.getpid()}
     try:
-        write_status(status_path, started)
+        write_status(status_path, started, sync=False)  # read by an agent of this boot only
     except OSError as e:  # unrecorded, it could outlive us unseen: stop it
         os.killpg(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-        _report({"errno": e.errno or 0, "strerror": e.strerror or str(e), "step": "status"})
+        _report(_failure("status", e))
         return 1
     _report(started)
-
-    def forward(signum, frame):
-        try:
-            os.kill(pid, signum)
-        except OSError:
-            pass
-
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-
     code, sig = _wait_exit(pid)
     try:
         os.killpg(pid, signal.SIGKILL)  # the container's other processes die with it

@@ -121,8 +121,7 @@ class ShimdClient:
                 except OSError as e:
                     raise ShimdDown(f"cannot send to the shim fork server: {e}", gen) from e
                 try:
-                    data = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(sock, 4096),
-                                                  self.reply_timeout)
+                    data = await recv_reply(sock, self.reply_timeout)
                 except asyncio.TimeoutError:
                     _kill_peer(sock)  # hung: its queued requests (and their descriptors) die with it
                     raise ShimdDown("the shim fork server did not answer", gen) from None
@@ -192,6 +191,30 @@ def current_umask() -> int:
 def helper_env() -> dict[str, str]:
     """Shims and their server need no environment of ours (a container's comes in its spec)."""
     return {k: os.environ[k] for k in ("PATH", "LD_LIBRARY_PATH") if k in os.environ}
+
+
+async def recv_reply(sock: socket.socket, timeout: float) -> bytes:
+    """One message from a non-blocking socket, waited for with a reader callback
+    (``loop.sock_recv`` under ``wait_for`` costs a task per request)."""
+    loop = asyncio.get_running_loop()
+    fd = sock.fileno()
+    done: asyncio.Future[bytes] = loop.create_future()
+
+    def readable() -> None:
+        if done.done():
+            return
+        try:
+            done.set_result(sock.recv(4096))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            done.set_exception(e)
+
+    loop.add_reader(fd, readable)
+    try:
+        return await asyncio.wait_for(done, timeout)
+    finally:
+        loop.remove_reader(fd)
 
 
 async def read_fd(fd: int, timeout: float) -> bytes:

@@ -35,6 +35,8 @@ import sys
 import time
 import types
 
+from _signal import SIG_DFL as _SIG_DFL, SIG_IGN as _SIG_IGN, signal as _setsig  # type: ignore[import-not-found]  # no enum wrapping
+
 PROTOCOL = 1
 SOCKET_NAME = "shimd.sock"
 LOG_NAME = "shimd.log"
@@ -105,29 +107,21 @@ class Server:
         self.code = code_token()
         self.children: set[int] = set()
         self.last_request = time.monotonic()
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_r, False)
-        os.set_blocking(self.wake_w, False)
 
     def run(self) -> int:
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-        signal.set_wakeup_fd(self.wake_w)
+        """Serve until idle. Exited shims are reaped at the next request or tick
+        (not on SIGCHLD: no wake-up per shim); a zombie holds nothing but its pid."""
+        _setsig(signal.SIGCHLD, _SIG_DFL)
         for sig in (signal.SIGHUP, signal.SIGPIPE):  # no terminal; a client gone mid-reply is an OSError
-            signal.signal(sig, signal.SIG_IGN)
+            _setsig(sig, _SIG_IGN)
         self.listener.setblocking(False)
+        timeout = min(TICK, max(self.idle, 0.05))
         while True:
             self.reap()
             if not self.children and (time.monotonic() - self.last_request >= self.idle or not self.owns_path()):
                 return 0
-            ready, _, _ = select.select([self.listener, self.wake_r], [], [], min(TICK, max(self.idle, 0.05)))
-            if self.wake_r in ready:
-                try:
-                    while os.read(self.wake_r, 512):
-                        pass
-                except BlockingIOError:
-                    pass
-            if self.listener in ready:
-                self.accept_all()
+            if select.select([self.listener], [], [], timeout)[0]:
+                self.accept_one()
 
     def reap(self) -> None:
         while True:
@@ -147,21 +141,22 @@ class Server:
             return False
         return (st.st_dev, st.st_ino) == self.ident
 
-    def accept_all(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                _log("accept: %s" % e)
-                return
-            try:
-                self.handle(conn)
-            except Exception as e:  # one bad request never stops the server
-                _log("request: %r" % (e,))
-            finally:
-                conn.close()
+    def accept_one(self) -> None:
+        """One connection per wake-up (the loop comes back at once for the next):
+        no accept that fails with EAGAIN after every request."""
+        try:
+            conn, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            _log("accept: %s" % e)
+            return
+        try:
+            self.handle(conn)
+        except Exception as e:  # one bad request never stops the server
+            _log("request: %r" % (e,))
+        finally:
+            conn.close()
 
     def handle(self, conn: socket.socket) -> None:
         conn.settimeout(RECV_TIMEOUT)
@@ -212,9 +207,7 @@ class Server:
         """In the forked child: today's shim, on the client's descriptors."""
         code = 1
         try:
-            signal.set_wakeup_fd(-1)
-            for sig in (signal.SIGCHLD, signal.SIGHUP):
-                signal.signal(sig, signal.SIG_DFL)
+            _setsig(signal.SIGHUP, _SIG_DFL)
             os.setsid()
             set_name(SHIM_NAME)
             os.umask(umask)
@@ -235,10 +228,15 @@ class Server:
 
 def set_name(name: bytes) -> None:
     try:
-        with open("/proc/self/comm", "wb", buffering=0) as f:
-            f.write(name)
+        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(fd, name)
     except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
 def _log(msg: str) -> None:
