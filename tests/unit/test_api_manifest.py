@@ -168,3 +168,43 @@ def test_examples_load_and_pass_admission(name: str, kind: str) -> None:
     [obj] = load_manifests((EXAMPLES / name).read_text(), name)
     assert obj["kind"] == kind
     admit(obj)
+
+
+# --- normalize_json's fast copy agrees with the full walk ---------------------------------------
+
+from hypothesis import given, settings, strategies as _st  # noqa: E402
+
+from phalanx.api import manifest as _manifest  # noqa: E402
+
+_json_values = _st.recursive(
+    _st.none() | _st.booleans() | _st.integers(min_value=-(2 ** 1100), max_value=2 ** 1100)
+    | _st.floats(allow_nan=True, allow_infinity=True) | _st.text(max_size=5),
+    lambda inner: _st.lists(inner, max_size=4)
+    | _st.dictionaries(_st.text(max_size=3) | _st.integers(0, 3) | _st.booleans(), inner, max_size=4),
+    max_leaves=30)
+
+
+def _full_walk(value, **kw):
+    saved = _manifest._plain_copy
+
+    def refuse(*a, **k):
+        raise _manifest._NotPlain
+    _manifest._plain_copy = refuse
+    try:
+        return _manifest.normalize_json(value, **kw)
+    finally:
+        _manifest._plain_copy = saved
+
+
+def _outcome(fn, value, **kw):
+    try:
+        return ("ok", fn(value, **kw))
+    except _manifest.ShapeError as e:
+        return ("error", e.path, str(e), e.loc)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json_values, _st.booleans(), _st.integers(0, 4), _st.integers(0, 40))
+def test_fast_copy_agrees_with_the_full_walk(value, strip, depth, nodes):
+    kw = {"strip_nulls": strip, "max_depth": depth, "max_nodes": nodes}
+    assert _outcome(_manifest.normalize_json, value, **kw) == _outcome(_full_walk, value, **kw)

@@ -255,6 +255,68 @@ def _json_type(v: Any) -> str:
     return {"object": "a mapping", "array": "a list"}.get(name, name)
 
 
+class _NotPlain(Exception):
+    """The fast copy met something it does not handle: take the full walk."""
+
+
+def _plain_copy(value: Any, strip_nulls: bool, max_depth: int, max_nodes: int) -> Any:
+    """``normalize_json`` for what nearly every write is (decoded JSON: dicts
+    with string keys, lists, strings, bools, small ints, finite floats, None),
+    without tracking where it is; raises _NotPlain on anything else, and on
+    anything the full walk would refuse, so that the full walk says why."""
+    count = 0
+    _str, _bool, _int, _float, _dict, _list = str, bool, int, float, dict, list
+    isfinite = math.isfinite
+
+    def walk(v: Any, depth: int) -> Any:
+        nonlocal count
+        count += 1
+        if depth > max_depth or count > max_nodes:
+            raise _NotPlain
+        t = type(v)
+        if t is _str or t is _bool or v is None:
+            return v
+        if t is _dict:
+            out = {}
+            d = depth + 1
+            for k, item in v.items():
+                if type(k) is not _str:
+                    raise _NotPlain
+                if item is None:
+                    if strip_nulls:
+                        continue
+                    if d > max_depth:
+                        raise _NotPlain
+                    count += 1
+                    out[k] = None
+                    continue
+                t2 = type(item)
+                if t2 is _str or t2 is _bool:  # the common leaf, inline
+                    if d > max_depth:
+                        raise _NotPlain
+                    count += 1
+                    out[k] = item
+                else:
+                    out[k] = walk(item, d)
+            return out
+        if t is _list:
+            return [walk(item, depth + 1) for item in v]
+        if t is _int:
+            if v.bit_length() > 1024:
+                raise _NotPlain
+            return v
+        if t is _float:
+            if not isfinite(v):
+                raise _NotPlain
+            return v
+        raise _NotPlain
+
+    out = walk(value, 0)
+    if count > max_nodes:
+        raise _NotPlain
+    return out
+
+
 def normalize_json(value: Any, *, strip_nulls: bool = True, max_depth: int = MAX_DEPTH,
                    max_nodes: int = MAX_NODES) -> Any:
     """A fresh JSON-shaped copy of ``value``: string keys, finite numbers,
@@ -262,6 +324,10 @@ def normalize_json(value: Any, *, strip_nulls: bool = True, max_depth: int = MAX
     treated as absent (as the apiserver prunes nulls). Raises ShapeError,
     whose ``loc`` is the tuple of keys and indexes leading to the culprit.
     """
+    try:
+        return _plain_copy(value, strip_nulls, max_depth, max_nodes)
+    except (_NotPlain, RecursionError):
+        pass
     budget = [max_nodes]
     loc: list[Any] = []
 
