@@ -14,6 +14,10 @@ from .interface import Obj, ObjectList, WatchEvent
 class LocalClient:
     """``phalanx.client.interface.Client`` over a ``Store``."""
 
+    # ``watch(..., shared=True)`` is supported: informers, which never mutate what
+    # they cache, share one decoded object per event instead of one copy each.
+    shares_watch_objects = True
+
     def __init__(self, store: Store) -> None:
         self.store = store
 
@@ -70,10 +74,13 @@ class LocalClient:
 
     async def watch(
         self, kind: str, namespace: str | None = None, resource_version: str | None = None,
+        *, shared: bool = False,
     ) -> AsyncIterator[WatchEvent]:
         """Events after ``resource_version``; without one, ADDED for every current
-        object first. Raises Gone (on the first iteration) when it is too old."""
-        w = self.store.watch(kind, namespace, resource_version)
+        object first. Raises Gone (on the first iteration) when it is too old.
+        ``shared`` (see ``shares_watch_objects``): objects are read-only and the
+        same for every shared watch of the event."""
+        w = self.store.watch(kind, namespace, resource_version, shared=shared)
         try:
             async for ev in w:
                 yield ev

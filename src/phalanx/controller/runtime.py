@@ -49,9 +49,12 @@ class Informer:
     """A watched, cached view of one kind (optionally one namespace).
 
     Objects returned by ``get``/``list``/``by_index`` and passed to handlers are
-    the cache's own: treat them as read-only (copy before changing). A
-    ``transform`` trims objects before they are cached (e.g. to metadata only)
-    to save memory, like client-go's SetTransform.
+    the cache's own: treat them as read-only (copy before changing). Over a
+    client that shares watch objects (``LocalClient.shares_watch_objects``)
+    every informer of the process gets the same object for an event, so a
+    mutation would corrupt them all. A ``transform`` (which must not mutate its
+    argument either) trims objects before they are cached (e.g. to metadata
+    only) to save memory, like client-go's SetTransform.
     """
 
     def __init__(
@@ -149,7 +152,10 @@ class Informer:
         """Watch (re-watching when a stream ends) until Gone is raised."""
         while not self._stopped:
             seen = 0
-            stream = self.client.watch(self.kind, self.namespace, resource_version=rv)
+            if getattr(self.client, "shares_watch_objects", False) is True:
+                stream = self.client.watch(self.kind, self.namespace, resource_version=rv, shared=True)  # type: ignore[call-arg]
+            else:
+                stream = self.client.watch(self.kind, self.namespace, resource_version=rv)
             async with closing_stream(stream):
                 async for ev in stream:
                     seen += 1

@@ -18,6 +18,7 @@ import json
 import logging
 import random
 import sqlite3
+import sys
 import uuid
 import weakref
 from datetime import timedelta
@@ -27,8 +28,9 @@ from typing import Any, Callable
 from ..api.errors import AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Invalid, NotFound
 from ..api.manifest import MAX_DEPTH, ShapeError, normalize_json
 from ..api.registry import ResourceType, all_kinds, by_kind
-from ..client.selectors import field_values, parse_field_selector, parse_label_selector
+from ..client.selectors import field_values, parse_field_selector, parse_label_selector, supported_fields
 from ..clock import Clock, format_time, parse_time
+from .decode import SharedEvent
 from .patch import JsonPatchError, json_equal, json_patch, merge_patch
 from .sqlite import DEFAULT_SYNCHRONOUS, SqliteBackend
 from .watch import History, HistoryEvent, Watcher
@@ -98,16 +100,31 @@ class PreconditionConflict(Conflict):
         ApiError.__init__(self, f'Operation cannot be fulfilled on {resource} "{name}": {detail}')
 
 
+# Shared by every entry without labels; never mutated.
+_NO_LABELS: dict[str, str] = {}
+
+
+def _interned(v: Any) -> Any:
+    return sys.intern(v) if v.__class__ is str else v
+
+
 class _Entry:
-    """One stored object: its JSON plus what selectors need, pre-extracted."""
+    """One stored object: its JSON plus what selectors need, pre-extracted.
+    Label and field strings are interned (most repeat across objects) and the
+    field values are a tuple in ``supported_fields(kind)`` order: thousands of
+    entries, so every small dict and duplicate string counts."""
 
-    __slots__ = ("raw", "rv", "labels", "fields")
+    __slots__ = ("raw", "rv", "labels", "field_values")
 
-    def __init__(self, raw: str, rv: int, labels: dict[str, str], fields: dict[str, str]) -> None:
+    def __init__(self, raw: str, rv: int, labels: dict[str, str], field_values: tuple[str, ...]) -> None:
         self.raw = raw
         self.rv = rv
         self.labels = labels
-        self.fields = fields
+        self.field_values = field_values
+
+    def fields(self, kind: str) -> dict[str, str]:
+        """The selectable field values by field name (what FieldSelector matches)."""
+        return dict(zip(supported_fields(kind), self.field_values))
 
 
 def resource_name(rt: ResourceType) -> str:
@@ -337,18 +354,21 @@ class Store:
                 e = bucket[name]
                 if lsel.requirements and not lsel.matches(e.labels):
                     continue
-                if fsel.requirements and not fsel.matches(e.fields):
+                if fsel.requirements and not fsel.matches(e.fields(kind)):
                     continue
                 out.append(json.loads(e.raw))
         return out, str(self._rv)
 
-    def watch(self, kind: str, ns: str | None = None, since_rv: str | None = None) -> Watcher:
+    def watch(self, kind: str, ns: str | None = None, since_rv: str | None = None, *,
+              shared: bool = False) -> Watcher:
         """Events of ``kind`` after ``since_rv`` (exclusive). Without one (or "0"),
         a synthetic ADDED for every current object comes first, then live events.
-        Raises Gone when ``since_rv`` is older than the history."""
+        Raises Gone when ``since_rv`` is older than the history. ``shared``: the
+        consumer treats objects as read-only, so it gets the one decoded object
+        every shared watcher of the event gets (see store/decode.py)."""
         rt = self._rt(kind)
         ns = ns if (rt.namespaced and ns) else None
-        w = Watcher(kind, ns, self._max_pending, self._unregister)
+        w = Watcher(kind, ns, self._max_pending, self._unregister, shared=shared)
         start = self._rv  # staged (group commit) events up to here are already in what w got
         if since_rv in (None, "", "0", 0):
             buckets = self._data[kind]
@@ -693,13 +713,19 @@ class Store:
 
     def _emit(self, ev: HistoryEvent) -> None:
         self._history.append(ev)
-        for w, start in tuple(self._watchers[ev.kind].items()):
+        watchers = self._watchers[ev.kind]
+        if not watchers:
+            return
+        shared = SharedEvent(ev.raw)  # decoded at most once, for every shared watcher
+        for w, start in tuple(watchers.items()):
             if ev.rv > start and (w.namespace is None or w.namespace == ev.namespace):
-                w.push(ev.type, ev.raw)
+                w.push(ev.type, shared)
 
     def _entry(self, kind: str, obj: Obj, raw: str, rv: int) -> _Entry:
         labels = obj.get("metadata", {}).get("labels")
-        return _Entry(raw, rv, dict(labels) if isinstance(labels, dict) else {}, field_values(kind, obj))
+        labels = {sys.intern(k): _interned(v) for k, v in labels.items()} \
+            if isinstance(labels, dict) and labels else _NO_LABELS
+        return _Entry(raw, rv, labels, tuple(_interned(v) for v in field_values(kind, obj).values()))
 
     @staticmethod
     def _checked_status(rt: ResourceType, name: str, status: Any) -> Any:

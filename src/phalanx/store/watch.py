@@ -13,6 +13,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from ..api.errors import ApiError, Gone
 from ..client.interface import WatchEvent
+from .decode import SharedEvent, decode_interned
 
 
 class HistoryEvent(NamedTuple):
@@ -72,10 +73,13 @@ class Watcher:
         namespace: str | None,
         max_pending: int,
         on_close: Callable[["Watcher"], None],
+        *,
+        shared: bool = False,
     ) -> None:
         self.kind = kind
         self.namespace = namespace
-        self._pending: deque[tuple[str, str]] = deque()
+        self.shared = shared
+        self._pending: deque[tuple[str, str | SharedEvent]] = deque()
         self._max_pending = max_pending
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
@@ -84,7 +88,8 @@ class Watcher:
 
     # -- producer side (the store) --------------------------------------------
 
-    def push(self, type_: str, raw: str) -> None:
+    def push(self, type_: str, raw: str | SharedEvent) -> None:
+        """Queue an event; a ``SharedEvent`` is the same for every watcher of it."""
         if self._closed:
             return
         if len(self._pending) >= self._max_pending:
@@ -92,6 +97,8 @@ class Watcher:
                 f"watch of {self.kind} fell behind by more than {self._max_pending} events; relist"
             ))
             return
+        if not self.shared and raw.__class__ is SharedEvent:
+            raw = raw.raw  # type: ignore[union-attr]  # hold no decoded object for nothing
         self._pending.append((type_, raw))
         self._wake()
 
@@ -140,7 +147,9 @@ class Watcher:
         while True:
             if self._pending:
                 t, raw = self._pending.popleft()
-                return WatchEvent(t, json.loads(raw))
+                if raw.__class__ is SharedEvent:
+                    return WatchEvent(t, raw.shared())  # type: ignore[union-attr]
+                return WatchEvent(t, decode_interned(raw) if self.shared else json.loads(raw))  # type: ignore[arg-type]
             if self._error is not None:
                 err, self._error = self._error, None
                 raise err

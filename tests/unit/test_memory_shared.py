@@ -1,0 +1,225 @@
+"""Memory (issue 9): one decoded object per watch event shared by the process's
+informers, interned strings, compact store entries - and what must not change:
+plain watchers still get private copies, history resumption, selectors."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from phalanx.client.local import LocalClient
+from phalanx.clock import FakeClock
+from phalanx.controller.runtime import Informer
+from phalanx.store import Store
+from phalanx.store import decode
+from phalanx.store.decode import SharedEvent, decode_interned, mutated_shared_objects
+from phalanx.store.store import _NO_LABELS
+
+
+async def eventually(predicate, timeout: float = 2.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.002)
+
+
+def pod(name: str, node: str = "", labels: dict | None = None) -> dict:
+    spec: dict = {"containers": [{"name": "c", "image": "busybox"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": labels if labels is not None else {"app": name}},
+            "spec": spec}
+
+
+@pytest.fixture
+def store() -> Store:
+    return Store(None, FakeClock())
+
+
+@pytest.fixture
+def checking():
+    decode.set_checking(True)
+    yield
+    decode.set_checking(False)
+
+
+async def next_event(w):
+    return await asyncio.wait_for(w.__anext__(), 1)
+
+
+# ------------------------------------------------------------------ decoding
+
+
+def test_decode_interned_equals_json_loads_and_interns_keys_and_short_values() -> None:
+    long = "x" * (decode.MAX_INTERNED_LENGTH + 1)
+    raw = json.dumps({"metadata": {"name": "a-pod", "labels": {"app": "a-pod"}}, "n": 1, "f": 1.5,
+                      "msg": long, "list": ["a", {"k": None}], "b": True})
+    a, b = decode_interned(raw), decode_interned(raw)
+    assert a == b == json.loads(raw)
+    assert a is not b
+    key_a = next(k for k in a["metadata"] if k == "name")
+    key_b = next(k for k in b["metadata"] if k == "name")
+    assert key_a is key_b  # keys: one string for every object
+    assert a["metadata"]["name"] is b["metadata"]["name"]  # short values too
+    assert a["msg"] == b["msg"] and a["msg"] is not b["msg"]  # long ones are left alone
+
+
+def test_shared_event_decodes_once() -> None:
+    ev = SharedEvent('{"a": {"b": 1}}')
+    first = ev.shared()
+    assert first == {"a": {"b": 1}}
+    assert ev.shared() is first
+
+
+def test_mutation_check_reports_a_changed_shared_object(checking) -> None:
+    ev = SharedEvent('{"metadata":{"name":"p"},"spec":{}}')
+    obj = ev.shared()
+    assert mutated_shared_objects() == []
+    obj["spec"]["nodeName"] = "n1"
+    assert mutated_shared_objects() == ['{"metadata":{"name":"p"},"spec":{}}']
+
+
+# ------------------------------------------------------------------ watchers
+
+
+async def test_shared_watchers_get_one_object_plain_watchers_private_copies(store: Store) -> None:
+    s1 = store.watch("Pod", "default", None, shared=True)
+    s2 = store.watch("Pod", None, None, shared=True)
+    p1 = store.watch("Pod", "default", None)
+    p2 = store.watch("Pod", None, None)
+    store.create(pod("a"))
+    e_s1, e_s2, e_p1, e_p2 = [await next_event(w) for w in (s1, s2, p1, p2)]
+    assert e_s1.type == e_s2.type == e_p1.type == e_p2.type == "ADDED"
+    assert e_s1.object is e_s2.object
+    assert e_p1.object is not e_p2.object
+    assert e_p1.object is not e_s1.object
+    assert e_s1.object == e_p1.object == e_p2.object == store.get("Pod", "default", "a")
+    e_p1.object["spec"]["nodeName"] = "mine"  # a plain watcher's copy is its own
+    assert "nodeName" not in e_s1.object["spec"] and "nodeName" not in e_p2.object["spec"]
+    for w in (s1, s2, p1, p2):
+        w.close()
+
+
+async def test_plain_watcher_does_not_keep_the_shared_event(store: Store) -> None:
+    shared = store.watch("Pod", None, None, shared=True)
+    plain = store.watch("Pod", None, None)
+    store.create(pod("a"))
+    assert [type(item) for _, item in plain._pending] == [str]
+    assert [type(item) for _, item in shared._pending] == [SharedEvent]
+    shared.close()
+    plain.close()
+
+
+async def test_shared_watch_resumes_from_history_and_lists_on_start(store: Store) -> None:
+    first = store.create(pod("a"))
+    store.create(pod("b"))
+    rv = first["metadata"]["resourceVersion"]
+    resumed = store.watch("Pod", None, rv, shared=True)
+    ev = await next_event(resumed)
+    assert (ev.type, ev.object["metadata"]["name"]) == ("ADDED", "b")
+    assert ev.object == store.get("Pod", "default", "b")
+    fresh = store.watch("Pod", None, None, shared=True)
+    names = [(await next_event(fresh)).object["metadata"]["name"] for _ in range(2)]
+    assert names == ["a", "b"]
+    resumed.close()
+    fresh.close()
+
+
+async def test_local_client_watch_passes_shared_through(store: Store) -> None:
+    client = LocalClient(store)
+    assert client.shares_watch_objects is True
+    a = client.watch("Pod", "default", None, shared=True)
+    b = client.watch("Pod", "default", None, shared=True)
+    c = client.watch("Pod", "default", None)
+    ta, tb, tc = (asyncio.ensure_future(x.__anext__()) for x in (a, b, c))
+    await asyncio.sleep(0)
+    store.create(pod("a"))
+    ea, eb, ec = await asyncio.wait_for(asyncio.gather(ta, tb, tc), 1)
+    assert ea.object is eb.object
+    assert ec.object is not ea.object and ec.object == ea.object
+    for x in (a, b, c):
+        await x.aclose()
+
+
+# ------------------------------------------------------------------ informers
+
+
+def _node_only(p: dict) -> dict:
+    """A transform as the components write them: new dicts, the input untouched."""
+    return {"metadata": p["metadata"], "spec": {"nodeName": p.get("spec", {}).get("nodeName")}}
+
+
+async def test_informers_of_one_process_share_objects_and_transforms_reuse_them(store: Store, checking) -> None:
+    client = LocalClient(store)
+    full1, full2 = Informer(client, "Pod"), Informer(client, "Pod")
+    trimmed = Informer(client, "Pod", transform=_node_only)
+    for inf in (full1, full2, trimmed):
+        await inf.start()
+        await inf.wait_synced(1)
+    store.create(pod("a", node="n1"))
+    store.patch("Pod", "default", "a", {"metadata": {"labels": {"v": "2"}}})
+    await eventually(lambda: all((i.get("default", "a") or {}).get("metadata", {}).get("labels", {}).get("v") == "2"
+                                 for i in (full1, full2, trimmed)), what="the update in every informer")
+    o1, o2, t = full1.get("default", "a"), full2.get("default", "a"), trimmed.get("default", "a")
+    assert o1 is o2
+    assert o1 == store.get("Pod", "default", "a")
+    assert t["metadata"] is o1["metadata"] and t["spec"] == {"nodeName": "n1"}
+    assert "containers" in o1["spec"]  # the transform did not trim the shared object
+    for inf in (full1, full2, trimmed):
+        inf.stop()
+    assert mutated_shared_objects() == []
+
+
+class _PlainClient:
+    """A Client that does not share watch objects (any wrapper, the HTTP client)."""
+
+    def __init__(self, inner: LocalClient) -> None:
+        self._inner = inner
+
+    async def list(self, *a, **kw):
+        return await self._inner.list(*a, **kw)
+
+    def watch(self, kind, namespace=None, resource_version=None):
+        return self._inner.watch(kind, namespace, resource_version)
+
+
+async def test_informer_over_a_client_without_sharing_keeps_private_copies(store: Store) -> None:
+    plain = _PlainClient(LocalClient(store))
+    a, b = Informer(plain, "Pod"), Informer(plain, "Pod")  # type: ignore[arg-type]
+    for inf in (a, b):
+        await inf.start()
+        await inf.wait_synced(1)
+    store.create(pod("a"))
+    await eventually(lambda: a.get("default", "a") is not None and b.get("default", "a") is not None)
+    assert a.get("default", "a") == b.get("default", "a")
+    assert a.get("default", "a") is not b.get("default", "a")
+    a.stop()
+    b.stop()
+
+
+# ------------------------------------------------------------------ store entries
+
+
+def test_store_entries_intern_labels_share_the_empty_map_and_still_select(store: Store) -> None:
+    store.create(pod("a", node="n1", labels={"app": "web", "tier": "front"}))
+    store.create(pod("b", node="n2", labels={"app": "web"}))
+    store.create(pod("c", labels={}))
+    ea = store._data["Pod"]["default"]["a"]
+    eb = store._data["Pod"]["default"]["b"]
+    ec = store._data["Pod"]["default"]["c"]
+    assert ec.labels is _NO_LABELS and _NO_LABELS == {}
+    assert ea.labels["app"] is eb.labels["app"]
+    assert ea.fields("Pod")["spec.nodeName"] == "n1"
+    assert ea.fields("Pod")["metadata.namespace"] is eb.fields("Pod")["metadata.namespace"]
+    names = lambda items: [o["metadata"]["name"] for o in items]  # noqa: E731
+    assert names(store.list("Pod", "default", "app=web")[0]) == ["a", "b"]
+    assert names(store.list("Pod", "default", "!app")[0]) == ["c"]
+    assert names(store.list("Pod", "default", None, "spec.nodeName=n2")[0]) == ["b"]
+    assert names(store.list("Pod", "default", None, "spec.nodeName!=n2,status.phase=Pending")[0]) == ["a", "c"]
+    store.patch("Pod", "default", "c", {"metadata": {"labels": {"app": "late"}}})
+    assert names(store.list("Pod", "default", "app=late")[0]) == ["c"]
+    assert _NO_LABELS == {}
