@@ -1,6 +1,7 @@
 """EventRecorder: v1 Event shape (golden 54) and client-go-style correlation."""
 from __future__ import annotations
 
+import asyncio
 import re
 
 from phalanx.client.local import LocalClient
@@ -56,6 +57,30 @@ async def test_identical_events_are_counted_within_ten_minutes() -> None:
     evs = store.list("Event", "default")[0]
     assert sorted(e["count"] for e in evs) == [1, 1, 3]
     assert len({e["metadata"]["name"] for e in evs}) == 3  # unique names under a standing clock
+
+
+async def test_identical_events_recorded_concurrently_are_folded() -> None:
+    # A round's events are written together: repeats wait for the first and count on it,
+    # also when the answer to a write takes a while (group commit).
+    store, client, clock = setup()
+    p = make_pod(store)
+
+    class Waiting:
+        async def create(self, obj):
+            out = await client.create(obj)
+            await asyncio.sleep(0.01)
+            return out
+
+        async def patch(self, *args):
+            out = await client.patch(*args)
+            await asyncio.sleep(0.01)
+            return out
+
+    rec = EventRecorder(Waiting(), "pytorchjob-controller", clock)
+    await asyncio.gather(*(rec.record(p, "Warning", "FailedCreatePod", "Error creating: quota") for _ in range(3)),
+                         rec.record(p, "Normal", "Other", "x"))
+    evs = store.list("Event", "default")[0]
+    assert sorted((e["reason"], e["count"]) for e in evs) == [("FailedCreatePod", 3), ("Other", 1)]
 
 
 async def test_deleted_event_is_recreated() -> None:

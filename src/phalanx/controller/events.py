@@ -3,10 +3,13 @@
 ``EventRecorder`` creates Event objects and, like client-go's correlator,
 folds an identical event (same object, type, reason and message) seen again
 within 10 minutes into the existing one (count + 1, new lastTimestamp).
+Records may run concurrently: identical ones wait for each other, so a
+repeat is still folded (never a second Event, never a lost count).
 Recording never raises: an event lost is logged, never a failed reconcile.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -91,6 +94,7 @@ class EventRecorder:
         self.clock = clock or Clock()
         self._seen: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
         self._last_suffix = 0
+        self._inflight: dict[tuple[Any, ...], asyncio.Future[None]] = {}
 
     def _suffix(self, now: datetime) -> int:
         # client-go names events <name>.<UnixNano in hex>; keep them unique even
@@ -113,6 +117,18 @@ class EventRecorder:
         now = self.clock.now()
         ref = involved_object(obj)
         key = (ref.get("uid") or (ref["kind"], ref.get("namespace"), ref["name"]), type_, reason, message)
+        while (pending := self._inflight.get(key)) is not None:
+            await pending  # an identical record is being written: fold into it once it is
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = done
+        try:
+            await self._write(key, obj, type_, reason, message, now)
+        finally:
+            del self._inflight[key]
+            done.set_result(None)
+
+    async def _write(self, key: tuple[Any, ...], obj: Obj, type_: str, reason: str, message: str,
+                     now: datetime) -> None:
         seen = self._seen.get(key)
         if seen is not None and now - seen.last <= CORRELATION_WINDOW:
             try:

@@ -12,13 +12,21 @@ Caches lag behind our own writes, so:
 - a job whose cached resourceVersion is older than the one our last status
   write returned is not reconciled: the watch event for that write is on its
   way and will trigger the next round.
+
+Watch events that cannot change the plan do not enqueue the job (see
+``_job_handler``/``_owned_handler``): our own status write coming back, a
+pod's binding or IP/conditions, a PodGroup status change that keeps it on the
+same side of admission. The writes of one plan after the status are made
+concurrently (started eagerly in plan order: same order of requests, one round
+trip of waiting), and so are its events.
 """
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 import logging
-from typing import Any, Iterable
+from typing import Any, Coroutine, Iterable, NamedTuple
 
 from ...api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from ...api.errors import AlreadyExists, ApiError, Conflict, NotFound
@@ -29,7 +37,8 @@ from ..frameworks import Framework, get_framework
 from ..runtime import Controller, Informer, Result
 from .core import reconcile
 from .fields import as_dict, as_int, as_list, is_deleting, meta, name, namespace, uid
-from .plan import Plan, ReconcileOptions
+from . import podgroup as pg
+from .plan import Event, Plan, ReconcileOptions
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +71,9 @@ class JobController:
         workers: int = 1,
     ) -> None:
         self.client = client
+        # Writes of one round are started eagerly, in order, only on the in-process client: driving a
+        # coroutine from another task breaks clients whose calls are bound to their task (HTTP, anyio).
+        self._eager_writes = getattr(client, "shares_watch_objects", False) is True
         self.clock = clock
         self.options = options or ReconcileOptions()
         self.frameworks: dict[str, Framework] = {k: get_framework(k) for k in (JOB_KINDS if kinds is None else kinds)}
@@ -77,6 +89,9 @@ class JobController:
             inf.add_index(OWNER_INDEX, _controller_uid)  # a job's objects without scanning the namespace
         self.controller = Controller("job-controller", self.reconcile, workers=workers)
         self._written_rv: dict[str, int] = {}
+        self._stale_skipped: set[str] = set()  # keys skipped as stale: our write's event must enqueue them
+        self._last_write: dict[str, tuple[Any, dict]] = {}  # key -> (resourceVersion written on, status)
+        self._deleting_podgroups: set[tuple[str, str, str]] = set()  # (ns, name, job uid) we delete
 
     # ---- wiring -----------------------------------------------------------------------
 
@@ -111,10 +126,33 @@ class JobController:
     def _job_handler(self, kind: str):
         def handler(event_type: str, obj: dict, old: dict | None = None) -> None:
             if isinstance(obj, dict) and name(obj):
-                self.controller.queue.add(job_key(kind, namespace(obj), name(obj)))
+                key = job_key(kind, namespace(obj), name(obj))
+                if event_type == "MODIFIED" and isinstance(old, dict) and self._own_write(key, obj, old):
+                    return
+                self.controller.queue.add(key)
         return handler
 
+    def _own_write(self, key: str, obj: dict, old: dict) -> bool:
+        """``obj`` is what our last status write made of ``old`` (the version it was
+        computed from; only the status changed, to ours): the plan it came from already
+        acted on everything else (Plan: idempotence), so it needs no round, unless a
+        round was skipped while waiting for it (stale). Content, not the returned
+        resourceVersion, decides: the event may arrive before the write returns."""
+        written = self._last_write.get(key)
+        if written is None or key in self._stale_skipped:
+            return False
+        base_rv, st = written
+        if meta(old).get("resourceVersion") != base_rv or obj.get("status") != st:
+            return False
+        return not _differs({**old, "status": None}, {**obj, "status": None}, _META_IGNORED)
+
     def _owned_handler(self, event_type: str, obj: dict, old: dict | None = None) -> None:
+        if not isinstance(obj, dict):
+            return
+        if event_type == "MODIFIED" and isinstance(old, dict) and not _may_change_plan(obj, old):
+            return
+        if event_type == "DELETED" and obj.get("kind") == "PodGroup" and self._own_podgroup_delete(obj):
+            return
         keys = set()
         for o in (obj, old):
             ref = controller_ref(o) if isinstance(o, dict) else None
@@ -122,6 +160,16 @@ class JobController:
                 keys.add(job_key(ref["kind"], namespace(o), ref["name"]))
         for k in sorted(keys):
             self.controller.queue.add(k)
+
+    def _own_podgroup_delete(self, obj: dict) -> bool:
+        """A PodGroup we deleted ourselves: only finished or suspended jobs delete theirs,
+        and neither looks at it again (a resume is a job change, which enqueues)."""
+        ref = controller_ref(obj)
+        mark = (namespace(obj), name(obj), ref.get("uid") if ref else None)
+        if mark not in self._deleting_podgroups:
+            return False
+        self._deleting_podgroups.discard(mark)
+        return True
 
     def _recorder_for(self, kind: str) -> EventRecorder:
         if self._recorder is not None:
@@ -143,9 +191,15 @@ class JobController:
         job = self.jobs[kind].get(ns, jname)
         if job is None:
             self._written_rv.pop(key, None)
+            self._last_write.pop(key, None)
+            self._stale_skipped.discard(key)
             return None
-        if is_deleting(job) or self._stale(key, job):
+        if is_deleting(job):
             return None
+        if self._stale(key, job):
+            self._stale_skipped.add(key)
+            return None
+        self._stale_skipped.discard(key)
         juid = uid(job)
         pods = sorted(self.pods.by_index(OWNER_INDEX, juid), key=name) if juid else []
         services = sorted(self.services.by_index(OWNER_INDEX, juid), key=name) if juid else []
@@ -163,96 +217,50 @@ class JobController:
         return seen is not None and written is not None and seen < written
 
     async def apply(self, key: str, kind: str, job: dict, plan: Plan) -> Result | None:
-        """Apply ``plan`` in order: status, PodGroup, deletions, services, pods, events."""
+        """Apply ``plan`` in order: status; then PodGroup, deletions, services, pods
+        (started in that order, waited for together); then its events (likewise)."""
         c, ns, jname = self.client, namespace(job), name(job)
         rec = self._recorder_for(kind)
-        events: list[tuple[str, str, str]] = []
+        events: list[Event] = []
         retry: float | None = None
         created = False
 
         if plan.status is not None:
-            obj = copy.deepcopy(job)
-            obj["status"] = plan.status
+            obj = {**job, "metadata": dict(meta(job)), "status": plan.status}  # the client copies it in
+            self._last_write[key] = (meta(job).get("resourceVersion"), plan.status)
             try:
                 updated = await c.update_status(obj)
             except Conflict:
+                self._last_write.pop(key, None)
                 return Result(requeue_after=CONFLICT_RETRY)
             except NotFound:
+                self._last_write.pop(key, None)
                 return None
             rv = as_int(meta(as_dict(updated)).get("resourceVersion"))
             if rv is not None:
                 self._written_rv[key] = rv
             job = updated if isinstance(updated, dict) else obj
 
+        writes: list[Coroutine[Any, Any, _Outcome]] = []
         if plan.podgroup_delete:
-            try:
-                await c.delete("PodGroup", jname, ns)
-                events.append(("Normal", "SuccessfulDeletePodGroup", f"Deleted PodGroup: {jname}"))
-            except NotFound:
-                pass
-            except ApiError as e:
-                events.append(("Warning", "FailedDeletePodGroup", f"Error deleting: {e.message}"))
-                retry = ERROR_RETRY
+            writes.append(self._delete_podgroup(jname, ns, uid(job)))
         if plan.podgroup_create is not None:
-            try:
-                await c.create(plan.podgroup_create)
-                created = True
-            except AlreadyExists:
-                pass
-            except ApiError as e:
-                log.warning("creating PodGroup %s/%s: %s", ns, jname, e.message)
-                retry = ERROR_RETRY
+            writes.append(self._create_podgroup(plan.podgroup_create))
         if plan.podgroup_update is not None:
-            try:
-                await c.update(plan.podgroup_update)
-            except (Conflict, NotFound):
-                retry = CONFLICT_RETRY
-            except ApiError as e:
-                log.warning("updating PodGroup %s/%s: %s", ns, jname, e.message)
-                retry = ERROR_RETRY
+            writes.append(self._update_podgroup(plan.podgroup_update))
+        writes.extend(self._apply_object(obj) for obj in plan.apply_objects)
+        writes.extend(self._delete("Pod", n, ns, "Pod", "pod") for n in plan.delete_pods)
+        writes.extend(self._delete("Service", n, ns, "Service", "service") for n in plan.delete_services)
+        writes.extend(self._mark(n, ns, ANNOTATION_NO_RESTART) for n in plan.stop_restarting)
+        writes.extend(self._mark(n, ns, ANNOTATION_NO_RESTART_ON_FAILURE) for n in plan.stop_failure_restarts)
+        writes.extend(self._create(o, "Service", "service") for o in plan.create_services)
+        writes.extend(self._create(o, "Pod", "pod") for o in plan.create_pods)
+        for outcome in await _in_order(writes, self._eager_writes):
+            events.extend(outcome.events)
+            retry = _earliest(retry, outcome.retry)
+            created = created or outcome.created
 
-        for obj in plan.apply_objects:
-            retry = _earliest(retry, await self._apply_object(obj, events))
-
-        for kind_, names, what in (("Pod", plan.delete_pods, "pod"), ("Service", plan.delete_services, "service")):
-            for n in names:
-                try:
-                    await c.delete(kind_, n, ns)
-                    events.append(("Normal", f"SuccessfulDelete{kind_}", f"Deleted {what}: {n}"))
-                except NotFound:
-                    pass
-                except ApiError as e:
-                    events.append(("Warning", f"FailedDelete{kind_}", f"Error deleting: {e.message}"))
-                    retry = ERROR_RETRY
-
-        for names, annotation in ((plan.stop_restarting, ANNOTATION_NO_RESTART),
-                                  (plan.stop_failure_restarts, ANNOTATION_NO_RESTART_ON_FAILURE)):
-            for n in names:
-                try:
-                    await c.patch("Pod", n, ns, {"metadata": {"annotations": {annotation: "true"}}})
-                except NotFound:
-                    pass
-                except ApiError as e:
-                    log.warning("marking pod %s/%s %s: %s", ns, n, annotation, e.message)
-                    retry = ERROR_RETRY
-
-        for kind_, objs, what in (("Service", plan.create_services, "service"), ("Pod", plan.create_pods, "pod")):
-            for o in objs:
-                try:
-                    await c.create(o)
-                    created = True
-                    events.append(("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name(o)}"))
-                except AlreadyExists:
-                    pass
-                except ApiError as e:
-                    events.append(("Warning", f"FailedCreate{kind_}", f"Error creating: {e.message}"))
-                    retry = ERROR_RETRY
-
-        for etype, reason, message in [*events, *plan.events]:
-            try:
-                await rec.record(job, etype, reason, message)
-            except Exception:  # an event is never worth failing a reconcile
-                log.exception("recording event %s on %s", reason, key)
+        await _in_order([self._record(rec, job, key, *e) for e in [*events, *plan.events]], self._eager_writes)
 
         if plan.delete_job:
             try:
@@ -269,19 +277,87 @@ class JobController:
         return Result(requeue_after=after) if after is not None else None
 
 
-    async def _apply_object(self, obj: dict, events: list[tuple[str, str, str]]) -> float | None:
+    # ---- one write each: what it adds to the round (events, retry, created) ------------
+
+    async def _delete(self, kind_: str, n: str, ns: str, noun: str, what: str) -> _Outcome:
+        try:
+            await self.client.delete(kind_, n, ns)
+            return _Outcome((("Normal", f"SuccessfulDelete{noun}", f"Deleted {what}: {n}"),))
+        except NotFound:
+            return _DONE
+        except ApiError as e:
+            return _Outcome((("Warning", f"FailedDelete{noun}", f"Error deleting: {e.message}"),), ERROR_RETRY)
+
+    async def _delete_podgroup(self, n: str, ns: str, job_uid: str) -> _Outcome:
+        mark = (ns, n, job_uid)
+        self._deleting_podgroups.add(mark)  # before the call: its watch event may come first
+        try:
+            await self.client.delete("PodGroup", n, ns)
+            return _Outcome((("Normal", "SuccessfulDeletePodGroup", f"Deleted PodGroup: {n}"),))
+        except NotFound:
+            self._deleting_podgroups.discard(mark)  # not our deletion
+            return _DONE
+        except ApiError as e:
+            self._deleting_podgroups.discard(mark)
+            return _Outcome((("Warning", "FailedDeletePodGroup", f"Error deleting: {e.message}"),), ERROR_RETRY)
+
+    async def _create(self, obj: dict, kind_: str, what: str) -> _Outcome:
+        try:
+            await self.client.create(obj)
+            return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name(obj)}"),), created=True)
+        except AlreadyExists:
+            return _DONE
+        except ApiError as e:
+            return _Outcome((("Warning", f"FailedCreate{kind_}", f"Error creating: {e.message}"),), ERROR_RETRY)
+
+    async def _create_podgroup(self, obj: dict) -> _Outcome:
+        try:
+            await self.client.create(obj)
+            return _Outcome(created=True)
+        except AlreadyExists:
+            return _DONE
+        except ApiError as e:
+            log.warning("creating PodGroup %s/%s: %s", namespace(obj), name(obj), e.message)
+            return _Outcome(retry=ERROR_RETRY)
+
+    async def _update_podgroup(self, obj: dict) -> _Outcome:
+        try:
+            await self.client.update(obj)
+            return _DONE
+        except (Conflict, NotFound):
+            return _Outcome(retry=CONFLICT_RETRY)
+        except ApiError as e:
+            log.warning("updating PodGroup %s/%s: %s", namespace(obj), name(obj), e.message)
+            return _Outcome(retry=ERROR_RETRY)
+
+    async def _mark(self, n: str, ns: str, annotation: str) -> _Outcome:
+        try:
+            await self.client.patch("Pod", n, ns, {"metadata": {"annotations": {annotation: "true"}}})
+            return _DONE
+        except NotFound:
+            return _DONE
+        except ApiError as e:
+            log.warning("marking pod %s/%s %s: %s", ns, n, annotation, e.message)
+            return _Outcome(retry=ERROR_RETRY)
+
+    @staticmethod
+    async def _record(rec: EventRecorder, job: dict, key: str, etype: str, reason: str, message: str) -> None:
+        try:
+            await rec.record(job, etype, reason, message)
+        except Exception:  # an event is never worth failing a reconcile
+            log.exception("recording event %s on %s", reason, key)
+
+    async def _apply_object(self, obj: dict) -> _Outcome:
         """Create ``obj``, or replace the existing one's content (keeping its metadata
         but labels); a retry delay when the write failed."""
         c, kind_, n, ns = self.client, obj.get("kind", ""), name(obj), namespace(obj)
         try:
             await c.create(obj)
-            events.append(("Normal", f"SuccessfulCreate{kind_}", f"Created {kind_.lower()}: {n}"))
-            return None
+            return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {kind_.lower()}: {n}"),))
         except AlreadyExists:
             pass
         except ApiError as e:
-            events.append(("Warning", f"FailedCreate{kind_}", f"Error creating: {e.message}"))
-            return ERROR_RETRY
+            return _Outcome((("Warning", f"FailedCreate{kind_}", f"Error creating: {e.message}"),), ERROR_RETRY)
         try:
             have = await c.get(kind_, n, ns)
             merged = {**copy.deepcopy(have), **{k: v for k, v in obj.items() if k != "metadata"}}
@@ -290,11 +366,172 @@ class JobController:
                 merged["metadata"].setdefault("labels", {}).update(labels_)
             await c.update(merged)
         except (Conflict, NotFound):
-            return CONFLICT_RETRY
+            return _Outcome(retry=CONFLICT_RETRY)
         except ApiError as e:
             log.warning("updating %s %s/%s: %s", kind_, ns, n, e.message)
-            return ERROR_RETRY
-        return None
+            return _Outcome(retry=ERROR_RETRY)
+        return _DONE
+
+
+class _Outcome(NamedTuple):
+    """One write's share of a round: events to record, a retry delay, whether it created."""
+
+    events: tuple[Event, ...] = ()
+    retry: float | None = None
+    created: bool = False
+
+
+_DONE = _Outcome()
+
+
+async def _in_order(calls: list[Coroutine[Any, Any, Any]], eager: bool = True) -> list[Any]:
+    """Run ``calls`` concurrently, each started eagerly in list order (its request is
+    made before the next one's), results in list order. A call that needs no waiting
+    (an in-memory store without group commit) completes at once, without yielding to
+    the event loop, so such a plan is still applied in one step.
+
+    An exception raised before a call first waits stops the calls after it (as when
+    they were made one by one); the calls started run to their end; then the first
+    exception is raised.
+
+    Without ``eager`` (a client whose calls are bound to the task that starts them,
+    e.g. anyio's cancel scopes in an HTTP client) the calls run one after the other,
+    and an exception stops the calls after it."""
+    if not eager:
+        results_: list[Any] = []
+        for i, coro in enumerate(calls):
+            try:
+                results_.append(await coro)
+            except BaseException:
+                for rest in calls[i + 1:]:
+                    rest.close()
+                raise
+        return results_
+    started: list[asyncio.Future[Any]] = []
+    error: BaseException | None = None
+    for coro in calls:
+        if error is not None:
+            coro.close()
+            continue
+        try:
+            started.append(_eager(coro))
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            error = e
+    if error is not None and not isinstance(error, Exception):
+        raise error  # a crash, a cancellation: at once
+    results: list[Any] = []
+    for fut in started:
+        try:
+            results.append(await fut)
+        except Exception as e:  # noqa: PERF203 - the others still run to their end
+            results.append(e)
+    if error is not None:
+        raise error
+    for r in results:
+        if isinstance(r, Exception):
+            raise r
+    return results
+
+
+def _eager(coro: Coroutine[Any, Any, Any]) -> "asyncio.Future[Any]":
+    """Run ``coro`` until it first waits (Python 3.12's eager tasks): a done future if
+    it finished, else a task that carries it on from there. What it raises before
+    waiting is raised here."""
+    loop = asyncio.get_running_loop()
+    try:
+        waiting = coro.send(None)
+    except StopIteration as stop:
+        fut = loop.create_future()
+        fut.set_result(stop.value)
+        return fut
+    return loop.create_task(_carry_on(coro, waiting))
+
+
+async def _carry_on(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
+    """Drive ``coro`` as a Task would: wait for the future it yielded, then resume it
+    (a cancellation is passed to that future, so ``coro`` sees it where it waits)."""
+    while True:
+        if waiting is None:  # a bare yield (asyncio.sleep(0))
+            await asyncio.sleep(0)
+        else:
+            try:
+                await asyncio.wait((waiting,))
+            except asyncio.CancelledError:
+                waiting.cancel()
+        try:
+            waiting = coro.send(None)
+        except StopIteration as stop:
+            return stop.value
+
+
+# ---- which watch events can change a plan ------------------------------------------------
+
+# Fields the job's core never reads (metadata.resourceVersion and managedFields change on
+# every write; binding sets spec.nodeName and a condition; the agent fills IPs and times).
+# Container statuses are compared on what restarts.py and the frameworks read of them.
+_POD_IGNORED = {
+    "metadata": frozenset({"resourceVersion", "managedFields", "generation"}),
+    "spec": frozenset({"nodeName"}),
+    "status": frozenset({"conditions", "podIP", "podIPs", "hostIP", "hostIPs", "startTime", "qosClass",
+                         "nominatedNodeName", "containerStatuses", "initContainerStatuses"}),
+}
+_META_IGNORED = {"metadata": frozenset({"resourceVersion", "managedFields", "generation"})}
+
+
+def _may_change_plan(obj: dict, old: dict) -> bool:
+    """False when ``obj`` differs from ``old`` only where the core does not look: for
+    pods the fields above; for PodGroups its status, but for the side of admission
+    (``podgroup.admitted``); for other kinds the resourceVersion and managedFields."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        if _differs(old, obj, _POD_IGNORED):
+            return True
+        a, b = as_dict(old.get("status")), as_dict(obj.get("status"))
+        return any(_container_view(a.get(k)) != _container_view(b.get(k))
+                   for k in ("containerStatuses", "initContainerStatuses"))
+    if kind == "PodGroup":
+        if pg.admitted(obj) != pg.admitted(old):
+            return True
+        return _differs({**old, "status": None}, {**obj, "status": None}, _META_IGNORED)
+    return _differs(old, obj, _META_IGNORED)
+
+
+def _container_view(statuses: Any) -> Any:
+    """What restarts.py and the frameworks read of container statuses: name,
+    restartCount, the current termination, whether it waits in CrashLoopBackOff, the
+    last state. An entry with none of these (a container being created or running
+    for the first time) changes no decision and is left out."""
+    out: list = []
+    if not isinstance(statuses, list):
+        return out  # read as no statuses (fields.container_statuses)
+    for cs in statuses:
+        if not isinstance(cs, dict):
+            out.append(cs)
+            continue
+        state = cs.get("state")
+        if isinstance(state, dict):
+            waiting = state.get("waiting")
+            crash = isinstance(waiting, dict) and waiting.get("reason") == "CrashLoopBackOff"
+            state = (state.get("terminated"), crash)
+        view = (cs.get("name"), cs.get("restartCount"), state, cs.get("lastState"))
+        if view[1] or view[3] or state not in ((None, False), None):
+            out.append(view)
+    return out
+
+
+def _differs(a: dict, b: dict, ignored: dict[str, frozenset[str]]) -> bool:
+    """Whether ``a`` and ``b`` differ outside ``ignored`` (top-level key -> its subkeys)."""
+    for k in a.keys() | b.keys():
+        x, y = a.get(k), b.get(k)
+        if x == y:
+            continue
+        skip = ignored.get(k)
+        if skip is None or not isinstance(x, dict) or not isinstance(y, dict):
+            return True
+        for kk in x.keys() | y.keys():
+            if kk not in skip and x.get(kk) != y.get(kk):
+                return True
+    return False
 
 
 def _controller_uid(obj: dict) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 BINARY = "BinarySI"
 DECIMAL = "DecimalSI"
@@ -33,6 +34,13 @@ def parse(value: object) -> tuple[Fraction, str]:
         return Fraction(str(value)), DECIMAL
     if not isinstance(value, str):
         raise QuantityError(f"quantities must match the regular expression: {value!r}")
+    return _parse_str(value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_str(value: str) -> tuple[Fraction, str]:
+    """``parse`` of a string; cached: every round of every job sums the same few
+    quantities (the result is immutable)."""
     m = _RE.match(value.strip())
     if not m:
         raise QuantityError(f"quantities must match the regular expression: {value!r}")
@@ -59,7 +67,9 @@ def _decimal(v: Fraction, exponent_style: bool) -> str:
     return f"{sign}{n}" + ("e-9" if exponent_style else "n")
 
 
+@lru_cache(maxsize=4096, typed=True)
 def format_quantity(v: Fraction, fmt: str = DECIMAL) -> str:
+    """Canonical text of ``v`` in ``fmt``; cached like ``parse``."""
     if v == 0:
         return "0"
     if fmt == BINARY and v.denominator == 1 and abs(v) >= 1024:
