@@ -115,6 +115,8 @@ class NodeAgent:
         self.allocatable: dict[str, str] = {}
         self.gpus = GpuAllocator(0)
         self._workers: dict[str, _PodWorker] = {}
+        # (namespace, job-name label) -> workers: a Service event wakes only the pods it can select.
+        self._by_job: dict[tuple[str, str | None], dict[str, _PodWorker]] = {}
         self._finished: dict[str, None] = {}
         self._stop = asyncio.Event()
         self._stopping = False
@@ -157,6 +159,7 @@ class NodeAgent:
         else:
             self.runtime.detach()
         self._workers.clear()
+        self._by_job.clear()
         self._stop.set()
 
     async def prepare(self) -> None:
@@ -239,13 +242,47 @@ class NodeAgent:
             worker.start()
         else:
             worker.update(pod)
+        self._file_worker(worker)
         worker.wake()
 
     def _on_service(self, type_: str, svc: Obj, old: Obj | None) -> None:
+        """Wake the pods the Service selects or selected (their hosts entries may
+        change): those of the job its selector names, else all of its namespace."""
         ns = (svc.get("metadata") or {}).get("namespace")
-        for w in self._workers.values():
-            if w.namespace == ns:
+        jobs: set[str] = set()
+        for s in (svc, old):
+            sel = ((s or {}).get("spec") or {}).get("selector")
+            if not isinstance(sel, dict) or not sel:
+                continue  # selects nothing
+            job = sel.get(LABEL_JOB_NAME)
+            if not isinstance(job, str):  # may select any pod of the namespace
+                for w in self._workers.values():
+                    if w.namespace == ns:
+                        w.wake()
+                return
+            jobs.add(job)
+        for job in jobs:
+            for w in self._by_job.get((str(ns), job), {}).values():
                 w.wake()
+
+    def _file_worker(self, w: _PodWorker) -> None:
+        """Keep ``w`` filed under its namespace and job-name label (see _on_service)."""
+        labels = (w.pod.get("metadata") or {}).get("labels")
+        job = labels.get(LABEL_JOB_NAME) if isinstance(labels, dict) else None
+        key = (w.namespace, job if isinstance(job, str) else None)
+        if key == w.filed_as:
+            return
+        self._unfile_worker(w)
+        self._by_job.setdefault(key, {})[w.uid] = w
+        w.filed_as = key
+
+    def _unfile_worker(self, w: _PodWorker) -> None:
+        group = self._by_job.get(w.filed_as) if w.filed_as is not None else None
+        if group is not None:
+            group.pop(w.uid, None)
+            if not group:
+                del self._by_job[w.filed_as]  # type: ignore[arg-type]
+        w.filed_as = None
 
     def _on_configmap(self, type_: str, cm: Obj, old: Obj | None) -> None:
         """A ConfigMap a pod mounts changed: set up or refresh its volumes."""
@@ -261,7 +298,9 @@ class NodeAgent:
             w.wake()
 
     def _worker_done(self, uid: str) -> None:
-        self._workers.pop(uid, None)
+        w = self._workers.pop(uid, None)
+        if w is not None:
+            self._unfile_worker(w)
         self._finished[uid] = None
         while len(self._finished) > _FINISHED_MEMORY:
             self._finished.pop(next(iter(self._finished)))
@@ -326,6 +365,7 @@ class _PodWorker:
         self.namespace: str = meta.get("namespace") or "default"
         self.name: str = meta.get("name", "")
         self.owner = agent.owner_of(pod)
+        self.filed_as: tuple[str, str | None] | None = None  # NodeAgent._by_job
         self.removed = False
         self.stopping = False
         self.pod_ip: str | None = None
@@ -388,9 +428,10 @@ class _PodWorker:
                 timeout = None
                 if self.next_wakeup is not None:
                     timeout = max(0.0, (self.next_wakeup - self.agent.clock.now()).total_seconds())
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except asyncio.TimeoutError:
+                try:  # (asyncio.timeout: no task per wait, unlike wait_for)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
+                except TimeoutError:
                     pass
         finally:
             if self._done:
@@ -589,7 +630,7 @@ class _PodWorker:
         await self._unpublish_all()
         agent.network.release(self.owner)
         agent.gpus.release_pod(self.uid)
-        agent.runtime.forget(self.uid)
+        await agent.runtime.forget_async(self.uid)
         self._done = True
         self.removed = True
 

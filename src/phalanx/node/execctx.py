@@ -154,8 +154,12 @@ def _registered(d: Path) -> list[tuple[int, int, str, Path]]:
 def exec_roots(container_dir: Path, container_id: str | None = None) -> list[psutil.Process]:
     """The live processes exec'd into the container (those of ``container_id``
     only, when given)."""
+    return _live_roots(_registered(Path(container_dir) / EXEC_DIR), container_id)
+
+
+def _live_roots(registered: list[tuple[int, int, str, Path]], container_id: str | None) -> list[psutil.Process]:
     out: list[psutil.Process] = []
-    for pid, ticks, cid, _ in _registered(Path(container_dir) / EXEC_DIR):
+    for pid, ticks, cid, _ in registered:
         if (container_id is None or cid == container_id) and process_alive(pid, ticks):
             try:
                 out.append(psutil.Process(pid))
@@ -193,10 +197,10 @@ def kill_execs(container_dir: Path, container_id: str | None = None,
                also: Iterable[psutil.Process] = ()) -> int:
     """SIGKILL what was exec'd into the container (and ``also``, found earlier),
     and forget the registrations. The container is gone: so are they."""
-    procs = with_descendants(exec_roots(container_dir, container_id))
+    registered = _registered(Path(container_dir) / EXEC_DIR)  # one listing: most containers have none
+    procs = with_descendants(_live_roots(registered, container_id))
     n = signal_processes([*procs, *also], signal.SIGKILL)
-    d = Path(container_dir) / EXEC_DIR
-    for pid, ticks, cid, path in _registered(d):
+    for pid, ticks, cid, path in registered:
         if container_id is None or cid == container_id or not process_alive(pid, ticks):
             _unlink(path)
     return n

@@ -79,8 +79,15 @@ def shim_alive(path: Path) -> bool:
 
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from ``path``; None when missing or unreadable."""
-    try:
-        data = json.loads(path.read_text())
+    try:  # os-level: a status file is read on every exit, on the event loop
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        data = json.loads(b"".join(chunks))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

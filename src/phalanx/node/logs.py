@@ -45,10 +45,17 @@ def record_pod(state_dir: Path, pod: dict, now: datetime, node: str = "") -> Pat
     be paths; OSError when the disk refuses."""
     meta = pod.get("metadata") or {}
     d = pod_dir(state_dir, meta.get("namespace") or "default", meta.get("name", ""), meta.get("uid", ""))
-    path = d / POD_META
+    return write_pod_record(d, pod_meta(pod, now, node))
+
+
+def write_pod_record(pod_directory: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` (``podrecords.pod_meta``) as the record of the pod in
+    ``pod_directory`` unless one is there. Only file work: the runtime builds
+    the record on the event loop and writes it from a thread."""
+    path = Path(pod_directory) / POD_META
     if not path.exists():
-        d.mkdir(parents=True, exist_ok=True)
-        write_json(path, pod_meta(pod, now, node))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, record)
     return path
 
 

@@ -37,10 +37,12 @@ Obj = dict[str, Any]
 
 FIRST_ADDRESS = "127.0.1.2"
 LAST_ADDRESS = "127.255.255.254"
-# Host ports handed out when the declared one is taken: the NodePort range,
-# below Linux's ephemeral range (32768-60999) so outgoing connections do not
-# grab them.
-PORT_RANGE = (30000, 32767)
+# Host ports handed out when the declared one is taken: below Linux's
+# ephemeral range (32768-60999) so outgoing connections do not grab them, and
+# wide enough for every Service of a few thousand stored jobs (Kubernetes'
+# NodePort range, 30000-32767, held only 2,768: the 693rd 4-replica job got
+# "no free host port"). A port in use by another program is skipped.
+PORT_RANGE = (10000, 32767)
 
 _LIB_DIRS = (
     "/usr/lib/{multiarch}", "/lib/{multiarch}", "/usr/lib64", "/lib64", "/usr/lib", "/lib",

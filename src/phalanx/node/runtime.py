@@ -24,6 +24,12 @@ started on first use, see ``shimclient``): a start then costs this (large)
 process a few syscalls, not a fork and a new interpreter. Such a shim is not
 our child: its exit is seen through a pidfd, or its record's lock. Without a
 working fork server, shims are started as processes of their own, as before.
+
+Creating a file or directory is slow on some disks (~0.2 ms each here): the
+ones of a start (the pod's record and directories, the instance record and
+log, the exec context) and the finish note of a forgotten pod are made in a
+thread, so the event loop (shared with the store and controllers) never waits
+on them.
 """
 from __future__ import annotations
 
@@ -51,7 +57,9 @@ from . import instancefiles as files
 from . import limits as limits_mod
 from .env import ContainerConfigError, NoCommandError, PodContext, container_argv, container_env
 from .limits import Cgroup, CgroupDriver, Limits, container_limits
-from .logs import container_log_path, mark_pod_finished, pod_dir, record_pod
+from .logs import container_log_path, mark_pod_finished, pod_dir, write_pod_record
+from .names import check_dns_label
+from .podrecords import pod_meta
 from .podstate import CONTAINER_CANNOT_RUN, CONTAINER_STATUS_UNKNOWN, OOM_KILLED, ContainerObservation, Termination
 from .shim import start_ticks
 from .shimclient import ShimdClient, ShimdDown, helper_env, read_fd
@@ -107,6 +115,7 @@ class Instance:
     oom: bool = False
     adopted: bool = False  # run by a shim this runtime did not start: watched by polling
     gpus: list[int] | None = None
+    exec_context: bool | None = None  # its exec.json: written by us, never written, or unknown (adopted)
     shim: subprocess.Popen[bytes] | ForkedShim | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     waiter: asyncio.Task[None] | None = None
@@ -140,6 +149,25 @@ class ForkedShim:
                 os.kill(self.pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+@dataclass
+class _Setup:
+    """What an instance needs on disk before its files: the pod's record (on
+    the pod's first start here: ``record``) and the directories. Idempotent;
+    blocking, so run in a thread with the instance's files."""
+
+    runtime: ProcessRuntime
+    record: Obj | None
+    pod_directory: Path
+    container_dir: Path
+    root: Path
+
+    def __call__(self) -> None:
+        if self.record is not None:
+            self.runtime._record_pod(self.pod_directory, self.record)
+        os.makedirs(self.container_dir, exist_ok=True)
+        os.makedirs(self.root, exist_ok=True)
 
 
 @dataclass
@@ -243,8 +271,14 @@ class ProcessRuntime:
         meta = pod["metadata"]
         ns, name, uid = meta.get("namespace") or "default", meta["name"], meta["uid"]
         container, path = _find_container(pod, container_name)
-        if uid not in self._pods:
-            self._record_pod(pod)
+        base = pod_dir(self.state_dir, ns, name, uid)
+        cdir = base / check_dns_label(container_name, "container name")
+        pdir = base.absolute()
+        root = root_dir(pdir)
+        # The pod's record (on its first start here) and the directories are made
+        # off the event loop, with the instance's files (see _open_instance).
+        setup = _Setup(self, pod_meta(pod, self.clock.now(), self.node_name) if uid not in self._pods else None,
+                       base, cdir, root)
         records = self._pods.setdefault(uid, {})
         prev = records.get(container_name)
         if prev is not None and prev.current.termination is None and prev.current.started_at is not None:
@@ -256,24 +290,20 @@ class ProcessRuntime:
             restart_count, last = prev.current.restart_count, prev.last_termination
         else:
             restart_count, last = prev.current.restart_count + 1, prev.current.termination
-        log_path = container_log_path(self.state_dir, ns, name, uid, container_name, restart_count)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path = cdir / f"{int(restart_count)}.log"
         inst = Instance(container=container_name, container_id="phalanx://" + secrets.token_hex(32),
-                        restart_count=restart_count, backoff_count=backoff_count, log_path=log_path)
+                        restart_count=restart_count, backoff_count=backoff_count, log_path=log_path,
+                        exec_context=False)  # a new ID: no exec.json names it yet
         records[container_name] = _Record(inst, last)
 
         ctx = PodContext(pod_ip=pod_ip, host_ip=host_ip, node_allocatable=node_allocatable)
-        pdir = pod_dir(self.state_dir, ns, name, uid).absolute()
-        root = root_dir(pdir)
-        root.mkdir(parents=True, exist_ok=True)
         try:
             env_list = container_env(pod, container, ctx, path, predefined={ROOT_ENV: str(root)})
             argv = container_argv(container, dict(env_list), path)
-        except NoCommandError as e:
-            self._fail_start(inst, CONTAINER_CANNOT_RUN, str(e), permanent=True)
-            return inst
-        except ContainerConfigError as e:
-            self._fail_start(inst, CREATE_CONTAINER_CONFIG_ERROR, str(e), permanent=True)
+        except (NoCommandError, ContainerConfigError) as e:
+            setup()  # rare: the error goes to the instance's log, next to the pod's record
+            reason = CONTAINER_CANNOT_RUN if isinstance(e, NoCommandError) else CREATE_CONTAINER_CONFIG_ERROR
+            self._fail_start(inst, reason, str(e), permanent=True)
             return inst
 
         env = base_env(name, self.host_env)
@@ -293,34 +323,41 @@ class ProcessRuntime:
                 "cgroup_procs": [str(d / "cgroup.procs") for d in cgroup.dirs] if cgroup is not None else []}
         # Shielded: once the shim is spawned the instance is registered even if
         # the caller is cancelled (agent stop), so shutdown can still kill it.
-        task = asyncio.ensure_future(self._launch(uid, inst, record, spec, cgroup, lim))
+        task = asyncio.ensure_future(self._launch(uid, inst, record, spec, cgroup, lim, setup))
         self._starting.add(task)
         task.add_done_callback(_settled(self._starting))
         inst = await asyncio.shield(task)
         if inst.running:
             log.info("started %s/%s container %s (pid %s): %s", ns, name, container_name, inst.pid, argv)
-            self._write_exec_context(inst, ns, name, uid, env, str(cwd))
+            await self._write_exec_context(inst, ns, name, uid, env, str(cwd))
         return inst
 
-    def _write_exec_context(self, inst: Instance, ns: str, name: str, uid: str, env: Mapping[str, str],
-                            cwd: str) -> None:
-        """What ``phalanx exec`` needs to run a command in this instance (see execctx)."""
+    async def _write_exec_context(self, inst: Instance, ns: str, name: str, uid: str, env: Mapping[str, str],
+                                  cwd: str) -> None:
+        """What ``phalanx exec`` needs to run a command in this instance (see
+        execctx), written off the event loop. An exit seen meanwhile may have
+        looked for the file before it was there: it is removed once written."""
         if inst.pid is None:
             return
         ctx = execctx.ExecContext(namespace=ns, pod=name, uid=uid, container=inst.container,
                                   container_id=inst.container_id, restart_count=inst.restart_count, pid=inst.pid,
                                   start_ticks=inst.start_ticks or start_ticks(inst.pid), cwd=cwd, env=dict(env))
+        inst.exec_context = True
         try:
-            execctx.write_context(inst.log_path.parent, ctx)
+            await asyncio.to_thread(execctx.write_context, inst.log_path.parent, ctx)
         except OSError as e:
             log.warning("cannot write the exec context of %s/%s container %s: %s", ns, name, inst.container, e)
+        finally:
+            if inst.termination is not None:
+                execctx.remove_context(inst.log_path.parent, inst.container_id)
 
     async def _launch(self, uid: str, inst: Instance, record: Obj, spec: Obj, cgroup: Cgroup | None,
-                      lim: Limits) -> Instance:
-        """Run the instance under a new shim; the instance now registered for its container."""
+                      lim: Limits, setup: Callable[[], None] | None = None) -> Instance:
+        """Run the instance under a new shim; the instance now registered for its container.
+        ``setup`` makes the directories (and the pod's record) first."""
         argv0 = spec["argv"][0]
         try:
-            proc, report = await self._spawn_shim(inst, record, spec)
+            proc, report = await self._spawn_shim(inst, record, spec, setup)
         except files.InstanceBusy:
             # Never two processes for one slot: a live shim already runs this
             # instance (unknown to us): adopt it instead.
@@ -364,15 +401,15 @@ class ProcessRuntime:
             self._ensure_watchdog()
         return inst
 
-    async def _spawn_shim(self, inst: Instance, record: Obj, spec: Obj) -> tuple[subprocess.Popen[bytes] | ForkedShim,
-                                                                                Obj]:
+    async def _spawn_shim(self, inst: Instance, record: Obj, spec: Obj, setup: Callable[[], None] | None = None,
+                          ) -> tuple[subprocess.Popen[bytes] | ForkedShim, Obj]:
         """Start the instance's shim (through the fork server when it works);
         return it and its report (container pid, or why exec failed)."""
         client = self._shimd
         if client is not None and time.monotonic() >= self._shimd_retry_at:
             for attempt in (1, 2):
                 try:
-                    return await self._spawn_forked(client, inst, record, spec)
+                    return await self._spawn_forked(client, inst, record, spec, setup)
                 except ShimdDown as e:
                     why = e
                 if attempt == 2:
@@ -386,7 +423,7 @@ class ProcessRuntime:
             log.warning("no shim fork server (%s): shims start as processes of their own for %.0f s",
                         why, SHIMD_RETRY_AFTER)
             self._shimd_retry_at = time.monotonic() + SHIMD_RETRY_AFTER
-        return await self._spawn_process(inst, record, spec)
+        return await self._spawn_process(inst, record, spec, setup)
 
     def _lock_record(self, inst: Instance, record: Obj) -> int:
         """The instance record, written and locked (InstanceBusy when a live shim
@@ -399,18 +436,32 @@ class ProcessRuntime:
                 pass
         return lock_fd
 
-    async def _spawn_forked(self, client: ShimdClient, inst: Instance, record: Obj,
-                            spec: Obj) -> tuple[ForkedShim, Obj]:
-        """Have the fork server fork the shim on our descriptors: the spec (a
-        memfd: never on disk), the report pipe, the log, the locked record."""
+    def _open_instance(self, inst: Instance, record: Obj, spec: Obj,
+                       setup: Callable[[], None] | None) -> tuple[int, int, int]:
+        """(locked record, spec, log) descriptors of a new instance, after
+        ``setup``. Blocking file work (creating files is slow on some disks):
+        run in a thread."""
+        if setup is not None:
+            setup()
         lock_fd = self._lock_record(inst, record)
         fds = [lock_fd]
+        try:
+            fds.append(_spec_fd(spec, inst.log_path.parent))
+            fds.append(os.open(inst.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return lock_fd, fds[1], fds[2]
+
+    async def _spawn_forked(self, client: ShimdClient, inst: Instance, record: Obj,
+                            spec: Obj, setup: Callable[[], None] | None = None) -> tuple[ForkedShim, Obj]:
+        """Have the fork server fork the shim on our descriptors: the spec (a
+        memfd: never on disk), the report pipe, the log, the locked record."""
+        lock_fd, spec_fd, log_fd = await _fds_in_thread(self._open_instance, inst, record, spec, setup)
+        fds = [lock_fd, spec_fd, log_fd]
         read_end = -1
         try:
-            spec_fd = _spec_fd(spec, inst.log_path.parent)
-            fds.append(spec_fd)
-            log_fd = os.open(inst.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            fds.append(log_fd)
             read_end, write_end = os.pipe()
             fds.append(write_end)
             pid = await client.spawn(spec_fd, write_end, log_fd, lock_fd)
@@ -430,9 +481,12 @@ class ProcessRuntime:
             raise
         return shim, report
 
-    async def _spawn_process(self, inst: Instance, record: Obj, spec: Obj) -> tuple[subprocess.Popen[bytes], Obj]:
+    async def _spawn_process(self, inst: Instance, record: Obj, spec: Obj,
+                             setup: Callable[[], None] | None = None) -> tuple[subprocess.Popen[bytes], Obj]:
         """Start the shim as a process of its own (``python -I -S shim.py``),
         the instance record locked and the spec on its stdin."""
+        if setup is not None:
+            setup()
         lock_fd = self._lock_record(inst, record)
         read_fd = write_fd = -1
         try:
@@ -493,12 +547,13 @@ class ProcessRuntime:
                 return
             await asyncio.sleep(0.05)
 
-    def _record_pod(self, pod: Obj) -> None:
+    @staticmethod
+    def _record_pod(pod_directory: Path, record: Obj) -> None:
         """The pod's record next to its logs, so they outlive the pod object (see podrecords)."""
         try:
-            record_pod(self.state_dir, pod, self.clock.now(), self.node_name)
+            write_pod_record(pod_directory, record)
         except (OSError, ValueError) as e:
-            log.warning("cannot record pod %s: %s", pod["metadata"].get("name"), e)
+            log.warning("cannot record pod %s: %s", record.get("name"), e)
 
     def _fail_start(self, inst: Instance, reason: str, message: str, *, permanent: bool) -> None:
         now = self.clock.now()
@@ -506,6 +561,7 @@ class ProcessRuntime:
                                        reason=reason, message=message, container_id=inst.container_id,
                                        permanent=permanent)
         try:
+            inst.log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(inst.log_path, "ab") as f:
                 f.write(f"{reason}: {message}\n".encode())
         except OSError:
@@ -518,8 +574,7 @@ class ProcessRuntime:
         wd = container.get("workingDir")
         if isinstance(wd, str) and os.path.isabs(wd) and os.path.isdir(wd):
             return Path(wd)
-        default.mkdir(parents=True, exist_ok=True)
-        return default
+        return default  # the pod's directory: made before the shim starts (_Setup)
 
     def _make_cgroup(self, name: str, lim: Limits) -> Cgroup | None:
         if self.cgroups is None or not lim.any:
@@ -593,7 +648,8 @@ class ProcessRuntime:
             self._kill_recorded(status)
             code, reason, message = 137, CONTAINER_STATUS_UNKNOWN, SHIM_LOST_MESSAGE
             finished = self.clock.now()
-        oom = inst.oom or files.oom_path(inst.log_path).exists() or \
+        # The OOM mark of an instance we started is only ever written after inst.oom is set.
+        oom = inst.oom or (inst.adopted and files.oom_path(inst.log_path).exists()) or \
             (inst.cgroup is not None and inst.cgroup.oom_killed() and code == 137)
         if oom:
             reason, message, code = OOM_KILLED, "", 137
@@ -621,7 +677,8 @@ class ProcessRuntime:
         """The container is gone: so is what was exec'd into it (see execctx)."""
         cdir = inst.log_path.parent
         execctx.kill_execs(cdir, inst.container_id)
-        execctx.remove_context(cdir, inst.container_id)
+        if inst.exec_context is not False:  # else no exec.json names this instance
+            execctx.remove_context(cdir, inst.container_id)
 
     def _kill_recorded(self, status: Obj | None) -> None:
         """SIGKILL the group of a container whose shim is gone, if it is still that process."""
@@ -899,6 +956,20 @@ class ProcessRuntime:
 
     def forget(self, uid: str) -> None:
         """Drop a pod's records and instance files (its processes must be gone). Logs stay on disk."""
+        pdir = self._drop(uid)
+        if pdir is not None:
+            mark_pod_finished(pdir, self.clock.now())
+
+    async def forget_async(self, uid: str) -> None:
+        """``forget``, noting the finish in the pod's record from a thread (a new
+        file: slow on some disks). The instance records are gone when the
+        first await is reached, as with ``forget``."""
+        pdir = self._drop(uid)
+        if pdir is not None:
+            await asyncio.to_thread(mark_pod_finished, pdir, self.clock.now())
+
+    def _drop(self, uid: str) -> Path | None:
+        """Forget the pod's instances, remove their files; its directory, if it had any."""
         recs = self._pods.pop(uid, {})
         for r in recs.values():
             cur = r.current
@@ -907,8 +978,7 @@ class ProcessRuntime:
             execctx.forget_container(cur.log_path.parent)
             for n in range(cur.restart_count + 1):
                 files.remove_instance_files(cur.log_path.with_name(f"{n}.log"))
-        if recs:
-            mark_pod_finished(next(iter(recs.values())).current.log_path.parent.parent, self.clock.now())
+        return next(iter(recs.values())).current.log_path.parent.parent if recs else None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -954,6 +1024,23 @@ def _cgroup_from(v: Any) -> Cgroup | None:
     dirs = [Path(d) for d in v["dirs"] if isinstance(d, str)]
     mem = v.get("memoryDir")
     return Cgroup(_int(v.get("version")) or 2, dirs, Path(mem) if isinstance(mem, str) else None)
+
+
+async def _fds_in_thread(fn: Callable[..., tuple[int, ...]], *args: Any) -> tuple[int, ...]:
+    """``fn(*args)`` (it opens descriptors) in a thread; if we are cancelled
+    meanwhile, the descriptors are closed when it returns, not leaked."""
+    fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        fut.add_done_callback(_close_result)
+        raise
+
+
+def _close_result(fut: asyncio.Future[tuple[int, ...]]) -> None:
+    if not fut.cancelled() and fut.exception() is None:
+        for fd in fut.result():
+            os.close(fd)
 
 
 def _pidfd(pid: int) -> int | None:
