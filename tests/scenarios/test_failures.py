@@ -102,12 +102,19 @@ async def leftovers(c, job: dict) -> dict:
             "podgroup": await get(c, "PodGroup", job["metadata"]["name"]) is not None}
 
 
-async def wait_nothing_left(c, job: dict, timeout: float = 10) -> None:
+async def wait_nothing_left(c, job: dict, timeout: float = 10, recorder=None) -> None:
+    """Nothing of the job is left in the store and, with ``recorder``, its watch
+    has seen every pod of the job go (it may lag the store)."""
     empty = {"pods": [], "services": [], "podgroup": False}
 
     async def gone():
         return await leftovers(c, job) == empty
     await wait_until(gone, timeout, "every pod, service and the PodGroup of the job deleted")
+    if recorder is not None:
+        prefix = job["metadata"]["name"] + "-"
+        pods = {n for _, k, n, _ in recorder.rows if k == "Pod" and n.startswith(prefix)}
+        await wait_until(lambda: all(recorder.states("Pod", n)[-1:] == ["<deleted>"] for n in pods), timeout,
+                         "the recorder to see every pod of the job deleted")
 
 
 def condition(job: dict, ctype: str) -> dict:
@@ -224,7 +231,7 @@ async def _all_workers_fail(cluster, recorder, clean_pod_policy: str | None, com
     assert restarts(j) == restarts(j, "Worker") >= 4 and restarts(j, "Master") == 0
     # Well before the master would have completed (it sleeps 4 s); it never did.
     assert "Completed" not in recorder.states("Pod", "pytest-master-0")
-    await wait_nothing_left(c, created)
+    await wait_nothing_left(c, created, recorder=recorder)
     await wait_until(lambda: all(recorder.states("Pod", n)[-1] == "<deleted>" for n in PT_PODS), 5,
                      "the recorder to see every pod deleted")
     # Failed and deleted: never restarted after the failure.
@@ -268,7 +275,7 @@ async def test_p7_master_fails_backoff_limit_3_allows_exactly_3_restarts(cluster
     assert (failed["reason"], failed["message"]) == ("BackoffLimitExceeded", BACKOFF_MSG.format("pytest"))
     assert restarts(j, "Master") == restarts(j) == 4  # 3 granted restarts + the failure that was refused
     assert restarts(j, "Worker") == 0
-    await wait_nothing_left(c, created)
+    await wait_nothing_left(c, created, recorder=recorder)
     # Exactly three in-place restarts of the one master pod; the workers completed meanwhile.
     assert recorder.restarts["pytest-master-0"] == 3
     assert len(recorder.uids["pytest-master-0"]) == 1
@@ -314,7 +321,7 @@ async def test_p8_deleting_the_master_repeatedly_exhausts_backoff_limit(cluster,
     assert recorder.uids["pytest-master-0"][:4] == seen and len(recorder.uids["pytest-master-0"]) == 4
     # Every new pod starts at RESTARTS 0 (it is a new pod); the count is the job's.
     assert recorder.restarts["pytest-master-0"] == 0
-    await wait_nothing_left(c, created)
+    await wait_nothing_left(c, created, recorder=recorder)
     await assert_transitions_have_events(c, "PyTorchJob", "pytest", recorder.states("PyTorchJob", "pytest"))
 
 
@@ -342,7 +349,7 @@ async def test_exit_code_138_recreates_the_pod_until_backoff_limit_then_fails(cl
     assert recorder.restarts["tftest-worker-0"] == 0
     assert recorder.states("Pod", "tftest-worker-0").count("Error") >= 4
     assert all(len(recorder.uids[n]) == 1 for n in ("tftest-ps-0", "tftest-worker-1", "tftest-worker-2"))
-    await wait_nothing_left(c, created)
+    await wait_nothing_left(c, created, recorder=recorder)
     events = await assert_transitions_have_events(c, "TFJob", "tftest", states)
     restarting = [e for e in events if e["reason"] == "TFJobRestarting"]
     assert restarting and restarting[0]["type"] == "Warning"
@@ -364,7 +371,7 @@ async def test_exit_code_1_is_permanent_and_fails_the_job_at_once(cluster, recor
     assert j["status"]["completionTime"]
     assert restarts(j) == 0
     assert len(recorder.uids["tftest-worker-0"]) == 1 and recorder.restarts["tftest-worker-0"] == 0
-    await wait_nothing_left(c, created)
+    await wait_nothing_left(c, created, recorder=recorder)
     assert all("Completed" not in recorder.states("Pod", n) for n in ("tftest-worker-1", "tftest-worker-2"))
     events = await assert_transitions_have_events(c, "TFJob", "tftest", recorder.states("TFJob", "tftest"))
     assert any(e["reason"] == "TFJobFailed" and e["type"] == "Warning" and e["message"] == msg for e in events)
@@ -392,7 +399,7 @@ async def test_t3_tf_worker_failing_under_on_failure_fails_the_job_past_backoff_
     assert recorder.restarts["tftest-ps-0"] >= 1
     for n in ("tftest-worker-1", "tftest-worker-2"):
         assert "Completed" in recorder.states("Pod", n)
-    await wait_nothing_left(c, created)
+    await wait_nothing_left(c, created, recorder=recorder)
     await assert_transitions_have_events(c, "TFJob", "tftest", recorder.states("TFJob", "tftest"))
 
 
@@ -425,7 +432,7 @@ async def test_c1_clean_pod_policy_all_deletes_the_running_workers_on_success(cl
     c = cluster.client
     created = await c.create(pytorch(3, worker=script("sleep 8 & wait"), cleanPodPolicy="All"))
     await wait_job(c, recorder, "PyTorchJob", "pytest", "Succeeded", 20)
-    await wait_nothing_left(c, created)
+    await wait_nothing_left(c, created, recorder=recorder)
     assert recorder.states("PyTorchJob", "pytest") == ["", "Created", "Running", "Succeeded"]
     assert recorder.states("Pod", "pytest-master-0")[-2:] == ["Completed", "<deleted>"]
     for w in PT_PODS[1:]:
@@ -448,7 +455,7 @@ async def test_c3_no_backoff_limit_fails_at_the_first_failure_and_cleans_up(clus
     failed = condition(j, "Failed")
     assert (failed["reason"], failed["message"]) == ("BackoffLimitExceeded", BACKOFF_MSG.format("pytest"))
     assert 1 <= restarts(j) == restarts(j, "Worker") <= 3
-    await wait_nothing_left(c, created)
+    await wait_nothing_left(c, created, recorder=recorder)
     states = recorder.states("PyTorchJob", "pytest")
     assert states == ["", "Created", "Running", "Failed"] and "Succeeded" not in states
     assert "Completed" not in recorder.states("Pod", "pytest-master-0")
@@ -470,7 +477,7 @@ async def _deadline(cluster, recorder, seconds: int, sleep: float) -> tuple[dict
     assert j["status"]["completionTime"]
     deadline = parse_time(j["status"]["startTime"]).timestamp() + seconds
     lateness = recorder.wall(recorder.first_time("PyTorchJob", "pytest", "Failed")) - deadline
-    await wait_nothing_left(c, created)
+    await wait_nothing_left(c, created, recorder=recorder)
     assert "Completed" not in recorder.states("Pod", "pytest-master-0")
     # The store is empty; the recorder's watch may still be delivering the last deletions.
     await wait_until(lambda: all(recorder.states("Pod", n)[-1] == "<deleted>" for n in PT_PODS), 5,
