@@ -126,6 +126,12 @@ class SnapshotCache:
         self._queue_names: frozenset[str] = frozenset()
         self._node_shares: dict[str, dict[RecordKey, list[_Share]]] = {}
         self._node_base: dict[str, _NodeBase] = {}
+        # The Ready nodes, kept between sessions: a session (or the active jobs'
+        # tasks) changes a node's accounting in place, marking it ``touched``;
+        # the next build puts such nodes back to their clean state (base only).
+        self._node_list: list[NodeInfo] | None = None
+        self._node_clean: dict[str, tuple] = {}
+        self._base_changed: set[str] = set()
         self._queue_members: dict[str, set[RecordKey]] = {}
         self._queue_totals: dict[str, QueueTotals] = {}
         self._dirty_queues: set[str] = set()
@@ -195,8 +201,10 @@ class SnapshotCache:
                 self._owner[key] = owner
                 self._members.setdefault(owner, set()).add(key)
                 self._dirty.add(owner)
-        # Nodes and queues are read afresh by every session; a queue's coming or
-        # going changes which jobs exist (checked in build).
+        elif kind == "Node":
+            self._node_list = None  # parsed again at the next build
+        # Queues are read afresh by every session; a queue's coming or going
+        # changes which jobs exist (checked in build).
 
     def _pod_owner(self, key: ObjKey, pod: dict) -> RecordKey:
         ns, name = key[0] or "default", key[1]
@@ -231,9 +239,7 @@ class SnapshotCache:
             self._refresh(key, builder, queues, dims)
         self._dirty.clear()
 
-        nodes = builder._nodes(builder._dicts("node", list(self._objs["Node"].values())), dims)
-        for n in nodes:
-            self._apply_base(n, dims)
+        nodes = self._nodes(builder, dims)
         node_map = {n.name: n for n in nodes}
 
         jobs: dict[tuple[str, str], JobInfo] = {}
@@ -249,9 +255,46 @@ class SnapshotCache:
                                             list(tot.elastic), dict(tot.phases))
         return Snapshot(dims=dims, nodes=nodes, queues=queues, jobs=jobs, skipped=builder.skipped, settled=settled)
 
+    def _nodes(self, builder: _Builder, dims: R.Dims) -> list[NodeInfo]:
+        """The Ready nodes with their settled tasks counted: parsed again when a
+        node changed, else the kept ones, each put back to its clean state if a
+        session or an active task changed it or its settled tasks changed."""
+        if self._node_list is None:
+            nodes = builder._nodes(builder._dicts("node", list(self._objs["Node"].values())), dims)
+            self._node_clean.clear()
+            for n in nodes:
+                self._apply_base(n, dims)
+                self._keep_clean(n)
+            self._node_list = nodes
+            self._base_changed.clear()
+            return nodes
+        changed = self._base_changed
+        for n in self._node_list:
+            if n.name in changed:
+                n.used[:] = dims.zero()
+                n.idle[:] = n.allocatable
+                n.releasing[:] = dims.zero()
+                n.pipelined[:] = dims.zero()
+                n.nz_cpu = n.nz_mem = 0.0
+                n.ntasks = 0
+                self._apply_base(n, dims)
+                self._keep_clean(n)
+            elif n.touched:
+                used, idle, releasing, pipelined, n.nz_cpu, n.nz_mem, n.ntasks = self._node_clean[n.name]
+                n.used[:], n.idle[:], n.releasing[:], n.pipelined[:] = used, idle, releasing, pipelined
+            n.touched = False
+        changed.clear()
+        return self._node_list
+
+    def _keep_clean(self, n: NodeInfo) -> None:
+        n.touched = False
+        self._node_clean[n.name] = (tuple(n.used), tuple(n.idle), tuple(n.releasing), tuple(n.pipelined),
+                                    n.nz_cpu, n.nz_mem, n.ntasks)
+
     def _reset(self, dims: R.Dims) -> None:
         """New resource dimensions: every parsed vector is void."""
         self._dims = dims
+        self._node_list = None
         self._dirty.update(self._members)
         self._dirty.update(self._records)
         self._dirty.update(("job", ns or "default", n) for ns, n in self._objs["PodGroup"])
@@ -291,6 +334,7 @@ class SnapshotCache:
         for node, share in rec.shares:
             self._node_shares.setdefault(node, {}).setdefault(key, []).append(share)
             self._node_base.pop(node, None)
+            self._base_changed.add(node)
         if rec.queue:
             self._queue_members.setdefault(rec.queue, set()).add(key)
             self._queue_totals.pop(rec.queue, None)
@@ -317,6 +361,7 @@ class SnapshotCache:
                 if not per:
                     del self._node_shares[node]
                 self._node_base.pop(node, None)
+                self._base_changed.add(node)
         if rec.queue:
             members = self._queue_members.get(rec.queue)
             if members is not None:

@@ -273,6 +273,7 @@ class NodeInfo:
     taints: tuple[tuple[str, str, str], ...]
     sig_id: int = 0
     class_key: tuple | None = None
+    touched: bool = False  # accounting changed since built (SnapshotCache restores such nodes)
 
     def future_idle(self) -> list[float]:
         return [i + r - p for i, r, p in zip(self.idle, self.releasing, self.pipelined)]
@@ -280,6 +281,7 @@ class NodeInfo:
     def add_task(self, t: TaskInfo, status: str) -> None:
         """Volcano NodeInfo.AddTask: Releasing holds resources that are coming
         back, Pipelined waits for them, everything else is in use."""
+        self.touched = True
         if status == RELEASING:
             R.add(self.releasing, t.resreq)
             R.sub(self.idle, t.resreq)
@@ -294,6 +296,7 @@ class NodeInfo:
         self.ntasks += 1
 
     def remove_task(self, t: TaskInfo, status: str) -> None:
+        self.touched = True
         if status == RELEASING:
             R.sub(self.releasing, t.resreq)
             R.add(self.idle, t.resreq)
