@@ -9,6 +9,8 @@ cannot be parsed raises ``BadRequest`` naming the selector and the rule.
 """
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -348,13 +350,22 @@ def _field_string(v: Any) -> str:
     return str(v)
 
 
+@functools.lru_cache(maxsize=None)
+def _field_paths(kind: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((f, _FIELD_PATHS.get(f, tuple(f.split(".")))) for f in supported_fields(kind))
+
+
 def field_values(kind: str, obj: Mapping[str, Any]) -> dict[str, str]:
     """The selectable field values of ``obj`` (missing fields are "")."""
     out: dict[str, str] = {}
-    for f in supported_fields(kind):
+    for f, path in _field_paths(kind):  # computed on every store write: kept cheap
         cur: Any = obj
-        for part in _FIELD_PATHS.get(f, tuple(f.split("."))):
-            cur = cur.get(part) if isinstance(cur, Mapping) else None
+        for part in path:
+            if isinstance(cur, dict) or isinstance(cur, Mapping):
+                cur = cur.get(part)
+            else:
+                cur = None
+                break
         if f == "spec.unschedulable" and cur is None:
             cur = False
         if f == "spec.hostNetwork" and cur is None:
