@@ -17,13 +17,9 @@ from phalanx.store import decode
 from phalanx.store.decode import SharedEvent, decode_interned, mutated_shared_objects
 from phalanx.store.store import _NO_LABELS
 
+from .test_runtime import eventually
 
-async def eventually(predicate, timeout: float = 2.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.002)
+
 
 
 def pod(name: str, node: str = "", labels: dict | None = None) -> dict:

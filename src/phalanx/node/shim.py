@@ -127,12 +127,14 @@ def exec_candidates(file, env):
     return [os.path.join(d, file) for d in path.split(os.pathsep)]
 
 
-def _execvpe(argv, env):
-    """``os.execvpe`` without its per-call ``import warnings``: same search, same error."""
+def _search(file, env, attempt):
+    """``attempt(path)`` for each of ``exec_candidates`` until one does not raise
+    (its result is returned), with ``os.execvpe``'s choice of error: the first
+    one that is not "no such file", else the last one."""
     last = saved = None
-    for full in exec_candidates(argv[0], env):
+    for full in exec_candidates(file, env):
         try:
-            os.execve(full, argv, env)
+            return attempt(full)
         except (FileNotFoundError, NotADirectoryError) as e:
             last = e
         except OSError as e:
@@ -140,6 +142,11 @@ def _execvpe(argv, env):
             if saved is None:
                 saved = e
     raise saved or last
+
+
+def _execvpe(argv, env):
+    """``os.execvpe`` without its per-call ``import warnings``: same search, same error."""
+    _search(argv[0], env, lambda full: os.execve(full, argv, env))
 
 
 def _failure(step, e):
@@ -219,25 +226,17 @@ def _spawn(spec):
                 step = "exec"
                 actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                            (os.POSIX_SPAWN_DUP2, log_fd, 1), (os.POSIX_SPAWN_DUP2, log_fd, 2)]
-                last = saved = None
-                for full in exec_candidates(argv[0], env):  # os.execvpe's search and errors
+
+                def attempt(full):
                     try:
-                        os.stat(full)  # a missing candidate costs no process
-                    except (FileNotFoundError, NotADirectoryError) as e:
-                        last = e
-                        continue
+                        os.stat(full)  # a missing candidate costs no process (raises "no such file")
+                    except (FileNotFoundError, NotADirectoryError):
+                        raise
                     except OSError:
                         pass  # let the exec say why
-                    try:
-                        return os.posix_spawn(full, argv, env, file_actions=actions, setsid=True, setsigmask=(),
-                                              setsigdef=DEFAULTED), None
-                    except (FileNotFoundError, NotADirectoryError) as e:
-                        last = e
-                    except OSError as e:
-                        last = e
-                        if saved is None:
-                            saved = e
-                raise saved or last
+                    return os.posix_spawn(full, argv, env, file_actions=actions, setsid=True, setsigmask=(),
+                                          setsigdef=DEFAULTED), None
+                return _search(argv[0], env, attempt)  # os.execvpe's search and errors
             finally:
                 os.close(log_fd)
         finally:
