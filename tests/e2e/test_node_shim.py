@@ -172,6 +172,17 @@ def test_exit_code_log_and_group_kill_on_both_paths(tmp_path, how):
         time.sleep(0.02)
 
 
+def test_the_exit_record_carries_the_containers_cpu_time(tmp_path, how):
+    # A busy loop in a child it reaps (sh waits for it): the leader's own and its reaped children's time.
+    burn = f"{sys.executable} -c 'import time; t = time.process_time(); exec(\"while time.process_time() - t < 0.3: pass\")'"
+    status = Shim(tmp_path, ["sh", "-c", f"{burn}; exit 0"], **how).wait()
+    assert status["exitCode"] == 0
+    assert 0.25 <= status["cpuSeconds"] < 5, status
+    (tmp_path / "idle").mkdir()
+    idle = Shim(tmp_path / "idle", ["true"], **how).wait()
+    assert 0 <= idle["cpuSeconds"] < 0.25, idle
+
+
 def test_a_killed_container_is_recorded_with_its_signal(tmp_path, how):
     shim = Shim(tmp_path, ["sleep", "30"], **how)
     os.kill(shim.report["pid"], signal.SIGKILL)

@@ -116,6 +116,21 @@ def start_ticks(pid):
         return 0
 
 
+def cpu_seconds(pid):
+    """User + system CPU of an exited, unreaped process and of the children it
+    reaped (fields 14-17 of /proc/PID/stat), in seconds; None if unreadable."""
+    try:
+        fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 1024)
+        finally:
+            os.close(fd)
+        ticks = data[data.rindex(b")") + 2:].split(None, 16)[11:15]
+        return sum(int(t) for t in ticks) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def exec_candidates(file, env):
     """The paths ``os.execvpe(file, ..., env)`` tries, in order: ``file`` itself
     when it has a slash, else ``file`` in each directory of the env's ``PATH``."""
@@ -323,6 +338,9 @@ def run(spec, lock_fd):
         pass
     end = dict(started)
     end.update(exitCode=137 if code is None else code, signal=sig, finishedAt=time.time())
+    cpu = cpu_seconds(pid) if code is not None else None  # the leader is still unreaped: its times are readable
+    if cpu is not None:
+        end["cpuSeconds"] = cpu
     write_status(status_path, end)
     try:
         os.waitpid(pid, 0)
