@@ -219,3 +219,13 @@ def test_new_resource_dimension_reparses_everything():
     assert "nvidia.com/gpu" in snap.dims.names
     assert len(snap.settled["default"].allocated) == 3
     results_equal(run_session(w.snapshot(), SchedulerConfig(), T0), run_session(snap, SchedulerConfig(), T0))
+
+
+def test_objects_without_a_namespace_are_in_default_for_put_get_and_delete():
+    cache = SnapshotCache()
+    p = pod("a", "g")
+    del p["metadata"]["namespace"]
+    cache.put("Pod", p)
+    assert cache.get("Pod", None, "a") is p and cache.get("Pod", "default", "a") is p
+    cache.delete("Pod", None, "a")
+    assert cache.get("Pod", "default", "a") is None and cache.counts()["pods"] == 0

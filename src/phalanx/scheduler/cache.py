@@ -150,14 +150,14 @@ class SnapshotCache:
         self._changed(kind, key, obj)
 
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
-        key: ObjKey = (namespace if kind in ("Pod", "PodGroup") else None, name)
+        key: ObjKey = ((namespace or "default") if kind in ("Pod", "PodGroup") else None, name)
         if self._objs[kind].pop(key, None) is None:
             return
         self._count_names(kind, key, None)
         self._changed(kind, key, None)
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict | None:
-        return self._objs[kind].get((namespace if kind in ("Pod", "PodGroup") else None, name))
+        return self._objs[kind].get(((namespace or "default") if kind in ("Pod", "PodGroup") else None, name))
 
     @staticmethod
     def _key(kind: str, obj: dict) -> ObjKey:
