@@ -49,12 +49,14 @@ def _state(job: dict) -> str:
     return conds[-1]["type"] if conds else ""
 
 
-async def burst(cluster: EmbeddedCluster, n: int) -> tuple[float, int]:
-    """Create n jobs at once; seconds until all finished, and how many failed."""
+async def burst(cluster: EmbeddedCluster, n: int) -> tuple[float, int, float]:
+    """Create n jobs at once; seconds until all finished, how many failed, and
+    the control plane's CPU seconds (this process: user + system) meanwhile."""
     c = cluster.client
     rv = (await c.list("PyTorchJob", NS)).resource_version
     watch = c.watch("PyTorchJob", NS, resource_version=rv)
     finished: dict[str, str] = {}
+    cpu0 = _cpu()
     t0 = time.perf_counter()
 
     async def creates() -> None:
@@ -70,7 +72,12 @@ async def burst(cluster: EmbeddedCluster, n: int) -> tuple[float, int]:
 
     await asyncio.wait_for(asyncio.gather(creates(), wait_all()), 1800)
     elapsed = time.perf_counter() - t0
-    return elapsed, sum(1 for s in finished.values() if s != "Succeeded")
+    return elapsed, sum(1 for s in finished.values() if s != "Succeeded"), _cpu() - cpu0
+
+
+def _cpu() -> float:
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
 
 
 async def exit_to_condition(cluster: EmbeddedCluster, runs: int) -> list[float]:
@@ -103,7 +110,7 @@ async def main(jobs: int, exit_runs: int, max_pods: int) -> None:
         await cluster.start()
         try:
             lat = await exit_to_condition(cluster, exit_runs)
-            elapsed, failed = await burst(cluster, jobs)
+            elapsed, failed, cpu = await burst(cluster, jobs)
             rss = psutil.Process().memory_info().rss / 2**20
         finally:
             await cluster.stop()
@@ -111,6 +118,7 @@ async def main(jobs: int, exit_runs: int, max_pods: int) -> None:
     print(f"{jobs} one-pod jobs at once (embedded, SQLite FULL, 1 node admitting {max_pods} pods): {elapsed:.1f} s, "
           f"{rate:.0f} jobs/s (target >= {TARGET_JOBS_PER_S}; ratio {rate / TARGET_JOBS_PER_S:.2f}); "
           f"failed {failed}; control plane RSS after {rss:.0f} MiB")
+    print(f"  control plane CPU: {cpu:.1f} s in {elapsed:.1f} s of wall, {cpu / jobs * 1000:.1f} ms per job")
     print("  peers (TARGETS.md): Volcano end to end 40-55 pods/s, Kueue ~43 workloads/s, Slurm 500 jobs/s")
     med = statistics.median(lat) * 1000
     print(f"pod exit -> job condition: median {med:.0f} ms over {len(lat)} runs "

@@ -20,6 +20,7 @@ from .config import ClusterConfig, load_config, make_private_dir
 from .controller.gc import GarbageCollector
 from .controller.job.controller import JobController
 from .controller.job.plan import ReconcileOptions
+from .gctune import tune_gc
 from .node.agent import AgentConfig, NodeAgent, ensure_node
 from .node.logjanitor import LogJanitor
 from .node.logs import LogProvider
@@ -88,6 +89,7 @@ class EmbeddedCluster:
         self._tasks: list[asyncio.Task[Any]] = []
 
     async def start(self) -> None:
+        tune_gc()
         for n in self.config.nodes:
             await ensure_node(self.client, n.name, n.capacity())
         for name in ("default",):

@@ -13,7 +13,7 @@ from phalanx.clock import FakeClock
 from phalanx.controller.runtime import Informer
 from phalanx.store import Store
 from phalanx.store import decode
-from phalanx.store.decode import SharedEvent, decode_interned, mutated_shared_objects
+from phalanx.store.decode import SharedEvent, decode_shared, mutated_shared_objects
 from phalanx.store.store import _NO_LABELS
 
 from .test_runtime import eventually
@@ -49,18 +49,15 @@ async def next_event(w):
 # ------------------------------------------------------------------ decoding
 
 
-def test_decode_interned_equals_json_loads_and_interns_keys_and_short_values() -> None:
-    long = "x" * (decode.MAX_INTERNED_LENGTH + 1)
+def test_decode_shared_equals_json_loads_and_shares_keys() -> None:
     raw = json.dumps({"metadata": {"name": "a-pod", "labels": {"app": "a-pod"}}, "n": 1, "f": 1.5,
-                      "msg": long, "list": ["a", {"k": None}], "b": True})
-    a, b = decode_interned(raw), decode_interned(raw)
+                      "big": 2**64 - 1, "msg": "é" * 70, "list": ["a", {"k": None}], "b": True})
+    a, b = decode_shared(raw), decode_shared(raw)
     assert a == b == json.loads(raw)
-    assert a is not b
+    assert a is not b and a["metadata"] is not b["metadata"]
     key_a = next(k for k in a["metadata"] if k == "name")
     key_b = next(k for k in b["metadata"] if k == "name")
     assert key_a is key_b  # keys: one string for every object
-    assert a["metadata"]["name"] is b["metadata"]["name"]  # short values too
-    assert a["msg"] == b["msg"] and a["msg"] is not b["msg"]  # long ones are left alone
 
 
 def test_shared_event_decodes_once() -> None:

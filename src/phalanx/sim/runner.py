@@ -32,6 +32,7 @@ from ..api.registry import JOB_KINDS
 from ..client.interface import Obj
 from ..client.local import LocalClient
 from ..clock import parse_time
+from ..gctune import tune_gc
 from ..controller.gc import GarbageCollector
 from ..controller.job.controller import JobController
 from ..controller.job.plan import ReconcileOptions
@@ -142,6 +143,7 @@ class Simulation:
 
     def run(self) -> SimResult:
         """Run to the end on a fresh virtual-time loop (blocking)."""
+        tune_gc()
         wall = time.perf_counter()
         loop = VirtualEventLoop()
         self.loop = loop

@@ -30,6 +30,7 @@ from ..api.manifest import MAX_DEPTH, ShapeError, normalize_json
 from ..api.registry import ResourceType, all_kinds, by_kind
 from ..client.selectors import field_values, parse_field_selector, parse_label_selector, supported_fields
 from ..clock import Clock, format_time, parse_time
+from . import codec
 from .decode import SharedEvent
 from .patch import JsonPatchError, json_equal, json_patch, merge_patch
 from .sqlite import DEFAULT_SYNCHRONOUS, SqliteBackend
@@ -218,7 +219,7 @@ class Store:
                 log.warning("store: skipping stored object of unknown kind %s %s/%s", kind, ns, name)
                 continue
             try:
-                obj = json.loads(raw)
+                obj = codec.loads(raw)
             except ValueError:
                 log.error("store: skipping unreadable stored object %s %s/%s", kind, ns, name)
                 continue
@@ -328,7 +329,7 @@ class Store:
         rt = self._rt(kind)
         ns = self._ns(rt, ns)
         entry = self._lookup(rt, ns, name)
-        return json.loads(entry.raw)
+        return codec.loads(entry.raw)
 
     def list(
         self,
@@ -356,7 +357,7 @@ class Store:
                     continue
                 if fsel.requirements and not fsel.matches(e.fields(kind)):
                     continue
-                out.append(json.loads(e.raw))
+                out.append(codec.loads(e.raw))
         return out, str(self._rv)
 
     def watch(self, kind: str, ns: str | None = None, since_rv: str | None = None, *,
@@ -439,7 +440,7 @@ class Store:
         except BaseException:
             self._notify_delete(obj)  # release what the plugins allocated
             raise
-        return json.loads(raw)
+        return codec.loads(raw)
 
     def update(self, obj: Obj) -> Obj:
         """Replace spec and metadata (status too for kinds without a status
@@ -451,12 +452,12 @@ class Store:
         name = self._required_name(rt, meta)
         ns = self._object_ns(rt, obj, name)
         entry = self._lookup(rt, ns, name)
-        old = json.loads(entry.raw)
+        old = codec.loads(entry.raw)
         self._check_preconditions(rt, name, meta, old)
         self._keep_system_fields(rt, obj, old)
         self._check_finalizers(rt, name, obj, old)
 
-        obj = self._admit(obj, json.loads(entry.raw))
+        obj = self._admit(obj, codec.loads(entry.raw))
         self._check_identity(rt, obj, ns, name)
         obj = self._run_plugins("update", obj, self._plugin_old(entry, old))
         self._check_identity(rt, obj, ns, name)
@@ -466,17 +467,21 @@ class Store:
     def update_status(self, obj: Obj) -> Obj:
         """Replace only ``status``; spec and metadata stay as stored. For kinds
         without a status subresource (PodGroup, Event) this is ``update``."""
-        obj = self._copy_in(obj)
+        if not isinstance(obj, dict):
+            raise BadRequest("the object must be a JSON object")
         rt = self._rt_of(obj)
         if not rt.has_status:
             return self.update(obj)
+        # Only metadata (read) and status (copied by _checked_status) are used:
+        # no deep copy of the rest, which the status subresource ignores.
+        obj = dict(obj)
         meta = self._meta(rt, obj)
         name = self._required_name(rt, meta)
         ns = self._object_ns(rt, obj, name)
         entry = self._lookup(rt, ns, name)
-        old = json.loads(entry.raw)
+        old = codec.loads(entry.raw)
         self._check_preconditions(rt, name, meta, old)
-        new = json.loads(entry.raw)
+        new = codec.loads(entry.raw)
         if "status" in obj:
             new["status"] = self._checked_status(rt, name, obj["status"])
         else:
@@ -484,12 +489,12 @@ class Store:
         new = self._run_plugins("update", new, self._plugin_old(entry, old))
         self._check_identity(rt, new, ns, name)
         status = new.get("status")
-        new = json.loads(entry.raw)  # plugins may only change status here
+        new = codec.loads(entry.raw)  # plugins may only change status here
         if status is None:
             new.pop("status", None)
         else:
             new["status"] = status
-        return self._finish_update(rt, ns, name, old, new)
+        return self._finish_update(rt, ns, name, old, new, status_only=True)
 
     def patch(
         self,
@@ -507,7 +512,7 @@ class Store:
         ns = self._ns(rt, ns)
         if subresource not in (None, "", "status"):
             raise BadRequest(f'unsupported subresource "{subresource}" (supported: "status")')
-        current = json.loads(self._lookup(rt, ns, name).raw)
+        current = codec.loads(self._lookup(rt, ns, name).raw)
         if patch_type == "merge":
             if not isinstance(patch, dict):
                 raise BadRequest("merge patch must be a JSON object")
@@ -564,7 +569,7 @@ class Store:
             raise BadRequest(f'propagationPolicy: Unsupported value: "{propagation_policy}": supported values: '
                              + ", ".join(f'"{p}"' for p in PROPAGATION_POLICIES))
         entry = self._lookup(rt, ns, name)
-        obj = json.loads(entry.raw)
+        obj = codec.loads(entry.raw)
         meta = obj["metadata"]
         if preconditions_uid is not None and meta.get("uid") != preconditions_uid:
             raise PreconditionConflict(
@@ -592,7 +597,7 @@ class Store:
                 return obj  # deletion already pending; only a shorter grace or other finalizers change it
             if current in (0, None) and not finalizers:
                 raw = self._commit_remove(rt, ns, name, obj)
-                return json.loads(raw) if return_deleted else None
+                return codec.loads(raw) if return_deleted else None
             return self._write_modified(rt, ns, name, obj)
 
         if grace > 0 or finalizers:
@@ -607,7 +612,7 @@ class Store:
             meta["deletionGracePeriodSeconds"] = 0
             self._bump_generation(rt, meta)
         raw = self._commit_remove(rt, ns, name, obj)
-        return json.loads(raw) if return_deleted else None
+        return codec.loads(raw) if return_deleted else None
 
     def bind(self, ns: str, name: str, node: str) -> None:
         """pods/binding: set ``spec.nodeName`` of an unbound pod and mark it
@@ -616,7 +621,7 @@ class Store:
         ns = self._ns(rt, ns)
         if not isinstance(node, str) or not node:
             raise BadRequest("binding target: a node name is required")
-        pod = json.loads(self._lookup(rt, ns, name).raw)
+        pod = codec.loads(self._lookup(rt, ns, name).raw)
         spec = pod.get("spec")
         if not isinstance(spec, dict):
             spec = pod["spec"] = {}
@@ -645,20 +650,24 @@ class Store:
 
     # ------------------------------------------------------------------ write helpers
 
-    def _finish_update(self, rt: ResourceType, ns: str | None, name: str, old: Obj, new: Obj) -> Obj:
-        """Generation, no-op detection, deletion once finalizers are gone, commit."""
+    def _finish_update(self, rt: ResourceType, ns: str | None, name: str, old: Obj, new: Obj,
+                       status_only: bool = False) -> Obj:
+        """Generation, no-op detection, deletion once finalizers are gone, commit.
+        ``status_only``: ``new`` is the stored object with another status (a
+        status subresource write), so its spec cannot have changed."""
         meta = new["metadata"]
         old_meta = old["metadata"]
         if _tracks_generation(rt):
             gen = old_meta.get("generation") if isinstance(old_meta.get("generation"), int) else 1
-            meta["generation"] = gen + 1 if self._spec_changed(rt, old, new) else gen
+            changed = not status_only and self._spec_changed(rt, old, new)
+            meta["generation"] = gen + 1 if changed else gen
         meta["resourceVersion"] = old_meta.get("resourceVersion")
         if new == old and json_equal(new, old):
             # Nothing changed: no new resourceVersion and no event, as the apiserver
             # does; controllers rewriting the same status do not wake each other.
-            return json.loads(self._data[rt.kind][ns][name].raw)
+            return codec.loads(self._data[rt.kind][ns][name].raw)
         if self._should_delete_during_update(old_meta, meta):
-            return json.loads(self._commit_remove(rt, ns, name, new))
+            return codec.loads(self._commit_remove(rt, ns, name, new))
         return self._write_modified(rt, ns, name, new, check_size=True)
 
     def _write_modified(self, rt: ResourceType, ns: str | None, name: str, obj: Obj,
@@ -671,7 +680,7 @@ class Store:
         if check_size:
             self._check_size(rt, name, raw)
         self._commit_put(rt, ns, name, obj, raw, rv, "MODIFIED")
-        return json.loads(raw)
+        return codec.loads(raw)
 
     def _commit_put(self, rt: ResourceType, ns: str | None, name: str, obj: Obj, raw: str, rv: int, type_: str) -> None:
         entry = self._entry(rt.kind, obj, raw, rv)
@@ -730,12 +739,12 @@ class Store:
     @staticmethod
     def _checked_status(rt: ResourceType, name: str, status: Any) -> Any:
         """A status written apart from admission still gets admission's shape
-        rules (depth, value count, integer size), refused naming the field."""
+        rules (depth, value count, integer size), refused naming the field;
+        returns a fresh copy of it."""
         try:
-            normalize_json({"status": status}, strip_nulls=False, max_depth=MAX_DEPTH)
+            return normalize_json({"status": status}, strip_nulls=False, max_depth=MAX_DEPTH)["status"]
         except ShapeError as e:
             raise _invalid(rt, name, FieldError(e.path or "status", "Invalid", e.detail, e.value_type)) from None
-        return status
 
     @staticmethod
     def _check_size(rt: ResourceType, name: str, raw: str) -> None:
@@ -746,7 +755,7 @@ class Store:
     @staticmethod
     def _serialize(obj: Obj) -> str:
         try:
-            return _dumps(obj)
+            return codec.dumps(obj)
         except (TypeError, ValueError, RecursionError) as e:
             raise ApiError(f"Internal error occurred: object is not JSON-serializable: {e}") from e
 
@@ -788,7 +797,7 @@ class Store:
 
     def _plugin_old(self, entry: _Entry, old: Obj) -> Obj:
         # Plugins get their own copy, so nothing they do can skew our comparisons.
-        return json.loads(entry.raw) if self._plugins else old
+        return codec.loads(entry.raw) if self._plugins else old
 
     def _notify_delete(self, obj: Obj, plugins: list[AdmissionPlugin] | None = None) -> None:
         for p in self._plugins if plugins is None else plugins:

@@ -7,13 +7,13 @@ consumer may mutate freely.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from typing import Callable, Iterable, NamedTuple
 
 from ..api.errors import ApiError, Gone
 from ..client.interface import WatchEvent
-from .decode import SharedEvent, decode_interned
+from . import codec
+from .decode import SharedEvent, decode_shared
 
 
 class HistoryEvent(NamedTuple):
@@ -149,7 +149,7 @@ class Watcher:
                 t, raw = self._pending.popleft()
                 if raw.__class__ is SharedEvent:
                     return WatchEvent(t, raw.shared())  # type: ignore[union-attr]
-                return WatchEvent(t, decode_interned(raw) if self.shared else json.loads(raw))  # type: ignore[arg-type]
+                return WatchEvent(t, decode_shared(raw) if self.shared else codec.loads(raw))  # type: ignore[arg-type]
             if self._error is not None:
                 err, self._error = self._error, None
                 raise err
