@@ -37,9 +37,18 @@ class FakeClock(Clock):
         self._mono += seconds
 
 
+_last_second: list = [None, ""]  # [whole second, its text]: most stamps repeat the last one
+
+
 def format_time(t: datetime) -> str:
     """RFC 3339 with second precision and a Z, as Kubernetes writes timestamps."""
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    second = t.timestamp() // 1
+    last = _last_second
+    if last[0] == second:
+        return last[1]
+    text = t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    last[0], last[1] = second, text
+    return text
 
 
 def format_micro_time(t: datetime) -> str:

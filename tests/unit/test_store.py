@@ -742,6 +742,35 @@ def test_admission_sees_old_and_can_default(clock: FakeClock) -> None:
     assert calls == [(None, None), ("1", "1")]
 
 
+def test_real_admission_and_plugins_never_reach_the_callers_object(clock: FakeClock) -> None:
+    """The store copies only the top level and metadata before Phalanx's admission
+    (which returns a fresh deep copy): nothing done after may reach the caller."""
+    from phalanx.api.admission import admit
+
+    def plugin(op: str, obj: dict, old: dict | None) -> None:
+        if op != "delete" and obj["kind"] == "Pod":
+            obj["spec"]["containers"][0].setdefault("env", []).append({"name": "PLUGIN", "value": "1"})
+            obj["metadata"]["labels"]["plugin"] = "yes"
+
+    def returns_input(obj: dict, old: dict | None) -> None:
+        return None  # an admission that neither copies nor changes: the store copies
+
+    for admission in (admit, returns_input):
+        store = Store(None, clock, admission=admission)
+        store.add_admission_plugin(plugin)
+        src = pod("p")
+        before = json.loads(json.dumps(src))
+        created = store.create(src)
+        assert src == before
+        assert created["metadata"]["labels"]["plugin"] == "yes"
+        assert created["spec"]["containers"][0]["env"] == [{"name": "PLUGIN", "value": "1"}]
+        upd = json.loads(json.dumps(created))
+        upd["metadata"]["labels"]["extra"] = "1"
+        upd_before = json.loads(json.dumps(upd))
+        store.update(upd)
+        assert upd == upd_before
+
+
 def test_admission_refusal_stores_nothing(clock: FakeClock) -> None:
     def admit(obj: dict, old: dict | None) -> dict:
         if obj["spec"]["runPolicy"]["backoffLimit"] < 0:
