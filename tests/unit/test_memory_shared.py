@@ -4,7 +4,9 @@ plain watchers still get private copies, history resumption, selectors."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import weakref
 
 import pytest
 
@@ -94,6 +96,43 @@ async def test_shared_watchers_get_one_object_plain_watchers_private_copies(stor
     assert "nodeName" not in e_s1.object["spec"] and "nodeName" not in e_p2.object["spec"]
     for w in (s1, s2, p1, p2):
         w.close()
+
+
+def test_shared_event_holds_its_object_until_every_taker_took_it() -> None:
+    ev = SharedEvent('{"a": {"b": 1}}')
+    ev.hold(2)
+    first = ev.shared()
+    ref = weakref.ref(first)
+    del first
+    gc.collect()
+    second = ev.shared()  # the second taker: still the same object
+    assert ref() is second
+    del second
+    gc.collect()
+    assert ref() is None  # both took it: no longer held
+    assert ev.shared() == {"a": {"b": 1}}  # a late reader decodes its own
+
+
+async def test_a_superseded_version_is_not_kept_decoded_for_a_watcher_still_behind(store: Store) -> None:
+    fast = store.watch("Pod", None, None, shared=True)
+    slow = store.watch("Pod", None, None, shared=True)
+    store.create(pod("a"))
+    v1 = (await next_event(fast)).object
+    ref = weakref.ref(v1)
+    del v1
+    gc.collect()
+    assert ref() is not None  # the slow watcher has yet to take version 1
+    created = store.get("Pod", "default", "a")
+    created["metadata"]["labels"]["v"] = "2"
+    store.update(created)  # version 2: version 1 need not stay decoded
+    gc.collect()
+    assert ref() is None
+    first, second = await next_event(slow), await next_event(slow)  # the slow watcher misses nothing
+    assert (first.type, second.type) == ("ADDED", "MODIFIED")
+    assert "v" not in first.object["metadata"]["labels"] and second.object["metadata"]["labels"]["v"] == "2"
+    assert second.object is (await next_event(fast)).object  # the current version is still one object
+    fast.close()
+    slow.close()
 
 
 async def test_plain_watcher_does_not_keep_the_shared_event(store: Store) -> None:

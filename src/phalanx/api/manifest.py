@@ -255,6 +255,13 @@ def _json_type(v: Any) -> str:
     return {"object": "a mapping", "array": "a list"}.get(name, name)
 
 
+class SharedDict(dict):
+    """A dict that can be weakly referenced: the top level of a decoded object
+    shared read-only between watchers (phalanx.store.decode.SharedEvent)."""
+
+    __slots__ = ("__weakref__",)
+
+
 class _NotPlain(Exception):
     """The fast copy met something it does not handle: take the full walk."""
 
@@ -266,6 +273,7 @@ def _plain_copy(value: Any, strip_nulls: bool, max_depth: int, max_nodes: int) -
     anything the full walk would refuse, so that the full walk says why."""
     count = 0
     _str, _bool, _int, _float, _dict, _list = str, bool, int, float, dict, list
+    _shared_dict = SharedDict
     isfinite = math.isfinite
 
     def walk(v: Any, depth: int) -> Any:
@@ -276,7 +284,7 @@ def _plain_copy(value: Any, strip_nulls: bool, max_depth: int, max_nodes: int) -
         t = type(v)
         if t is _str or t is _bool or v is None:
             return v
-        if t is _dict:
+        if t is _dict or t is _shared_dict:
             out = {}
             d = depth + 1
             for k, item in v.items():

@@ -19,8 +19,10 @@ consumer changed one (see tests/unit/test_memory_shared.py).
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
+from ..api.manifest import SharedDict
 from . import codec
 from .patch import json_equal
 
@@ -52,15 +54,46 @@ def mutated_shared_objects() -> list[str]:
 
 class SharedEvent:
     """One event as the store pushes it to every watcher of its kind: the JSON
-    and, decoded at most once, the object that the shared watchers all get."""
+    and the object that the shared watchers all get, decoded once.
 
-    __slots__ = ("raw", "_obj")
+    The decoded object is held strongly only while watchers it was pushed to
+    have yet to take it (``hold``) and no newer version of the same object was
+    written (``weaken``); otherwise only weakly: while a consumer keeps it (an
+    informer's cache) later watchers still get the same one, and once none
+    does, a watcher still behind decodes its own. Holding it until the slowest
+    watcher took it kept every decoded version of every object alive in a
+    burst (100,000 pods created at once: several GB of backlog)."""
+
+    __slots__ = ("raw", "_strong", "_ref", "_remaining")
 
     def __init__(self, raw: str) -> None:
         self.raw = raw
-        self._obj: Any = None
+        self._strong: Any = None
+        self._ref: weakref.ref[Any] | None = None
+        self._remaining = 0
+
+    def hold(self, watchers: int) -> None:
+        """Keep the decoded object until this many watchers have taken it."""
+        self._remaining = watchers
+
+    def weaken(self) -> None:
+        """A newer version of the object was written: hold this one no longer."""
+        self._strong = None
+        self._remaining = 0
 
     def shared(self) -> Any:
-        if self._obj is None:
-            self._obj = decode_shared(self.raw)
-        return self._obj
+        obj = self._strong
+        if obj is None:
+            ref = self._ref
+            obj = ref() if ref is not None else None
+            if obj is None:
+                obj = decode_shared(self.raw)
+                if obj.__class__ is dict:
+                    obj = SharedDict(obj)
+                    self._ref = weakref.ref(obj)
+                if self._remaining > 1:
+                    self._strong = obj
+        self._remaining -= 1
+        if self._remaining <= 0:
+            self._strong = None
+        return obj

@@ -193,6 +193,9 @@ class Store:
         self._watchers: dict[str, weakref.WeakKeyDictionary[Watcher, int]] = {
             k: weakref.WeakKeyDictionary() for k in all_kinds()}
         self._max_pending = max_pending
+        # The last SharedEvent pushed per object (kind, namespace, name): weakened
+        # when a newer version is pushed (see _emit, SharedEvent).
+        self._latest_shared: dict[tuple[str, str | None, str], SharedEvent] = {}
         self._rv = 0
         # ``synchronous``: FULL (default) fsyncs each commit, see store/sqlite.py.
         self._db = SqliteBackend(db_path, synchronous) if db_path is not None else None
@@ -697,7 +700,7 @@ class Store:
 
     def _commit_put(self, rt: ResourceType, ns: str | None, name: str, obj: Obj, raw: str, rv: int, type_: str) -> None:
         entry = self._entry(rt.kind, obj, raw, rv)
-        ev = HistoryEvent(rv, rt.kind, ns, type_, raw)
+        ev = HistoryEvent(rv, rt.kind, ns, type_, raw, name)
         staged = self._stage((rt.kind, ns, name, rv, raw), ev)
         if self._db is not None and not staged:
             try:
@@ -715,7 +718,7 @@ class Store:
         rv = self._rv + 1
         last["metadata"]["resourceVersion"] = str(rv)
         raw = self._serialize(last)
-        ev = HistoryEvent(rv, rt.kind, ns, "DELETED", raw)
+        ev = HistoryEvent(rv, rt.kind, ns, "DELETED", raw, name)
         staged = self._stage((rt.kind, ns, name, rv, None), ev)
         if self._db is not None and not staged:
             try:
@@ -738,10 +741,22 @@ class Store:
         watchers = self._watchers[ev.kind]
         if not watchers:
             return
-        shared = SharedEvent(ev.raw)  # decoded at most once, for every shared watcher
+        shared = SharedEvent(ev.raw)  # decoded once for every shared watcher
+        takers = 0
         for w, start in tuple(watchers.items()):
             if ev.rv > start and (w.namespace is None or w.namespace == ev.namespace):
-                w.push(ev.type, shared)
+                takers += w.push(ev.type, shared)
+        if not takers:
+            return
+        shared.hold(takers)
+        # The previous version of this object need not stay decoded for watchers
+        # still behind (see SharedEvent).
+        key = (ev.kind, ev.namespace, ev.name)
+        prev = self._latest_shared.pop(key, None)
+        if prev is not None:
+            prev.weaken()
+        if ev.type != "DELETED":
+            self._latest_shared[key] = shared
 
     def _entry(self, kind: str, obj: Obj, raw: str, rv: int) -> _Entry:
         labels = obj.get("metadata", {}).get("labels")

@@ -22,6 +22,7 @@ class HistoryEvent(NamedTuple):
     namespace: str | None
     type: str
     raw: str
+    name: str = ""
 
 
 class History:
@@ -88,19 +89,23 @@ class Watcher:
 
     # -- producer side (the store) --------------------------------------------
 
-    def push(self, type_: str, raw: str | SharedEvent) -> None:
-        """Queue an event; a ``SharedEvent`` is the same for every watcher of it."""
+    def push(self, type_: str, raw: str | SharedEvent) -> bool:
+        """Queue an event; a ``SharedEvent`` is the same for every watcher of it.
+        True when this watcher will take the shared object (``SharedEvent.hold``)."""
         if self._closed:
-            return
+            return False
         if len(self._pending) >= self._max_pending:
             self.fail(Gone(
                 f"watch of {self.kind} fell behind by more than {self._max_pending} events; relist"
             ))
-            return
-        if not self.shared and raw.__class__ is SharedEvent:
+            return False
+        shared = raw.__class__ is SharedEvent
+        if shared and not self.shared:
             raw = raw.raw  # type: ignore[union-attr]  # hold no decoded object for nothing
+            shared = False
         self._pending.append((type_, raw))
         self._wake()
+        return shared
 
     def push_many(self, events: Iterable[tuple[str, str]]) -> None:
         for t, raw in events:
