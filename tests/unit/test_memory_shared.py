@@ -135,6 +135,39 @@ async def test_a_superseded_version_is_not_kept_decoded_for_a_watcher_still_behi
     slow.close()
 
 
+def test_reuse_unchanged_shares_equal_values_type_strictly() -> None:
+    old = {"metadata": {"resourceVersion": "1", "labels": {"a": "b"}, "ownerReferences": [{"uid": "u"}]},
+           "spec": {"n": 1, "flag": True}, "status": {"phase": "Pending"}, "list": [1]}
+    new = json.loads(json.dumps(old))
+    new["metadata"]["resourceVersion"] = "2"
+    new["status"]["phase"] = "Running"
+    new["list"] = [1.0]  # equal in Python, not in JSON
+    decode.reuse_unchanged(new, old)
+    assert new["spec"] is old["spec"]
+    assert new["metadata"]["labels"] is old["metadata"]["labels"]
+    assert new["metadata"]["ownerReferences"] is old["metadata"]["ownerReferences"]
+    assert new["metadata"] is not old["metadata"] and new["metadata"]["resourceVersion"] == "2"
+    assert new["status"] == {"phase": "Running"} and new["status"] is not old["status"]
+    assert new["list"] == [1.0] and isinstance(new["list"][0], float)
+    other = {"spec": {"n": True, "flag": True}}  # true is not 1
+    decode.reuse_unchanged(other, old)
+    assert other["spec"]["n"] is True and other["spec"] is not old["spec"]
+
+
+async def test_a_status_write_shares_the_unchanged_spec_with_the_version_before(store: Store) -> None:
+    w = store.watch("Pod", None, None, shared=True)
+    store.create(pod("a"))
+    v1 = (await next_event(w)).object  # a consumer still holds version 1
+    p = store.get("Pod", "default", "a")
+    p["status"] = {"phase": "Running"}
+    store.update_status(p)
+    v2 = (await next_event(w)).object
+    assert v2["status"]["phase"] == "Running" and v1["status"]["phase"] == "Pending"
+    assert v2["spec"] is v1["spec"] and v2["metadata"]["labels"] is v1["metadata"]["labels"]
+    assert v2["metadata"]["resourceVersion"] != v1["metadata"]["resourceVersion"]
+    w.close()
+
+
 async def test_plain_watcher_does_not_keep_the_shared_event(store: Store) -> None:
     shared = store.watch("Pod", None, None, shared=True)
     plain = store.watch("Pod", None, None)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..api.manifest import SharedDict
 from . import codec
+from .codec import _dumps
 from .patch import json_equal
 
 _checking = os.environ.get("PHALANX_CHECK_SHARED", "") not in ("", "0")
@@ -52,6 +53,33 @@ def mutated_shared_objects() -> list[str]:
     return [raw for raw, obj in _checked if not json_equal(obj, codec.loads(raw))]
 
 
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality, type-strict (``1``, ``1.0`` and ``true`` differ), in C."""
+    return a.__class__ is b.__class__ and _dumps(a) == _dumps(b)
+
+
+def reuse_unchanged(new: dict, old: dict) -> None:
+    """Make ``new`` (just decoded, not yet handed out) use ``old``'s values
+    where they are equal: the top-level values and those of ``metadata`` (its
+    resourceVersion changes with every write, its labels, annotations and
+    owner references rarely). A status write then costs a new status, not a
+    new copy of the spec and metadata in every cache holding either version."""
+    for k, v in new.items():
+        if v.__class__ is not dict and v.__class__ is not list:
+            continue
+        ov = old.get(k)
+        if ov is None or ov is v:
+            continue
+        if k == "metadata" and v.__class__ is dict and ov.__class__ is dict:
+            for mk, mv in v.items():
+                if mv.__class__ is dict or mv.__class__ is list:
+                    omv = ov.get(mk)
+                    if omv is not None and _same(mv, omv):
+                        v[mk] = omv
+        elif _same(v, ov):
+            new[k] = ov
+
+
 class SharedEvent:
     """One event as the store pushes it to every watcher of its kind: the JSON
     and the object that the shared watchers all get, decoded once.
@@ -62,15 +90,20 @@ class SharedEvent:
     informer's cache) later watchers still get the same one, and once none
     does, a watcher still behind decodes its own. Holding it until the slowest
     watcher took it kept every decoded version of every object alive in a
-    burst (100,000 pods created at once: several GB of backlog)."""
+    burst (100,000 pods created at once: several GB of backlog).
 
-    __slots__ = ("raw", "_strong", "_ref", "_remaining")
+    ``base`` is the event of the object's previous version: when decoded, the
+    new version shares the values it did not change (``reuse_unchanged``) with
+    the previous one if that is still decoded."""
+
+    __slots__ = ("raw", "_strong", "_ref", "_remaining", "_base")
 
     def __init__(self, raw: str) -> None:
         self.raw = raw
         self._strong: Any = None
         self._ref: weakref.ref[Any] | None = None
         self._remaining = 0
+        self._base: SharedEvent | None = None
 
     def hold(self, watchers: int) -> None:
         """Keep the decoded object until this many watchers have taken it."""
@@ -81,18 +114,32 @@ class SharedEvent:
         self._strong = None
         self._remaining = 0
 
-    def shared(self) -> Any:
+    def follow(self, previous: "SharedEvent") -> None:
+        """``previous`` is the event of this object's previous version (one
+        level only: it forgets its own)."""
+        previous._base = None
+        self._base = previous
+
+    def current(self) -> Any:
+        """The decoded object if it is still alive, else None."""
         obj = self._strong
+        if obj is None and self._ref is not None:
+            obj = self._ref()
+        return obj
+
+    def shared(self) -> Any:
+        obj = self.current()
         if obj is None:
-            ref = self._ref
-            obj = ref() if ref is not None else None
-            if obj is None:
-                obj = decode_shared(self.raw)
-                if obj.__class__ is dict:
-                    obj = SharedDict(obj)
-                    self._ref = weakref.ref(obj)
-                if self._remaining > 1:
-                    self._strong = obj
+            obj = decode_shared(self.raw)
+            if obj.__class__ is dict:
+                base, self._base = self._base, None
+                old = base.current() if base is not None else None
+                if old is not None:
+                    reuse_unchanged(obj, old)
+                obj = SharedDict(obj)
+                self._ref = weakref.ref(obj)
+            if self._remaining > 1:
+                self._strong = obj
         self._remaining -= 1
         if self._remaining <= 0:
             self._strong = None

@@ -756,6 +756,8 @@ class Store:
         if prev is not None:
             prev.weaken()
         if ev.type != "DELETED":
+            if prev is not None:
+                shared.follow(prev)
             self._latest_shared[key] = shared
 
     def _entry(self, kind: str, obj: Obj, raw: str, rv: int) -> _Entry:
