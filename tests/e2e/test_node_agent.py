@@ -164,7 +164,9 @@ async def test_pod_runs_to_completion_and_logs_its_output(env):
 async def test_on_failure_restarts_in_place_with_backoff(env):
     rec = Recorder(env, "crash")
     await asyncio.sleep(0)
-    await env.client.create(pod("crash", ["sh", "-c", "echo boom; exit 1"], policy="OnFailure"))
+    # The container lives 0.1 s: one that exits within a millisecond of starting may
+    # be seen exited before it was reported Running (a kubelet can miss it too).
+    await env.client.create(pod("crash", ["sh", "-c", "echo boom; sleep 0.1; exit 1"], policy="OnFailure"))
     p = await wait_for(env, "crash", lambda p: (main_status(p) if p["status"].get("containerStatuses") else {})
                        .get("restartCount", 0) >= 3)
     rec.close()
