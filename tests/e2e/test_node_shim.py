@@ -157,7 +157,12 @@ def test_the_container_starts_clean(tmp_path, how):
         # (seen: fd 3 -> libc.so.6); a descriptor leaked by the shim stays.
         deadline = time.monotonic() + 2
         while True:
-            fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            fds = {}
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    fds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except FileNotFoundError:
+                    pass  # closed since listed
             if fds == want or time.monotonic() > deadline:
                 break
             time.sleep(0.01)
