@@ -168,6 +168,21 @@ async def test_a_status_write_shares_the_unchanged_spec_with_the_version_before(
     w.close()
 
 
+async def test_a_watcher_closed_before_taking_an_event_does_not_keep_it_held(store: Store) -> None:
+    taker = store.watch("Pod", None, None, shared=True)
+    quitter = store.watch("Pod", None, None, shared=True)
+    store.create(pod("a"))
+    obj = (await next_event(taker)).object
+    ref = weakref.ref(obj)
+    del obj
+    gc.collect()
+    assert ref() is not None  # held for the other watcher
+    quitter.close()
+    gc.collect()
+    assert ref() is None
+    taker.close()
+
+
 async def test_plain_watcher_does_not_keep_the_shared_event(store: Store) -> None:
     shared = store.watch("Pod", None, None, shared=True)
     plain = store.watch("Pod", None, None)

@@ -114,6 +114,12 @@ class SharedEvent:
         self._strong = None
         self._remaining = 0
 
+    def release(self) -> None:
+        """A watcher it was pushed to will not take it (closed)."""
+        self._remaining -= 1
+        if self._remaining <= 0:
+            self._strong = None
+
     def follow(self, previous: "SharedEvent") -> None:
         """``previous`` is the event of this object's previous version (one
         level only: it forgets its own)."""

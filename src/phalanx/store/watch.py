@@ -141,6 +141,9 @@ class Watcher:
         """Stop the stream; a consumer blocked in ``__anext__`` ends its loop."""
         if not self._closed:
             self._detach()
+        for _, item in self._pending:
+            if item.__class__ is SharedEvent:
+                item.release()  # never to be taken here: no longer held for this watcher
         self._pending.clear()
         self._error = None
         self._wake()
