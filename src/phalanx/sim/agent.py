@@ -431,7 +431,13 @@ class SimAgent:
         elif outcome == "moved":
             p.pod = obj
         elif outcome == "written":
-            p.update(obj)
+            # Keep the pod we had with the written status and resourceVersion, not
+            # the write's result: that is a private copy of the whole pod, and in
+            # a burst (informers behind) one per pod (~11 KB each) stays held.
+            base = p.pod
+            p.update({**base, "metadata": {**(base.get("metadata") or {}),
+                                            "resourceVersion": obj["metadata"]["resourceVersion"]},
+                      "status": obj.get("status")})
             p.writes += 1
         return outcome in ("unchanged", "written")
 
