@@ -19,6 +19,8 @@ from phalanx.node import instancefiles as files
 from phalanx.node.shim import exec_candidates, start_ticks
 from phalanx.node.runtime import SHIM
 
+from ..procfds import settled_fds
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(30)]
 
 
@@ -153,19 +155,7 @@ def test_the_container_starts_clean(tmp_path, how):
         assert int(st["SigBlk"], 16) == 0 and int(st["SigIgn"], 16) & ~GLIBC_INTERNAL == 0, st
         assert os.getsid(pid) == pid and os.getpgid(pid) == pid
         want = {0: "/dev/null", 1: str(shim.log), 2: str(shim.log)}
-        # Right after the start the dynamic loader may still hold a library open
-        # (seen: fd 3 -> libc.so.6); a descriptor leaked by the shim stays.
-        deadline = time.monotonic() + 2
-        while True:
-            fds = {}
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    fds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except FileNotFoundError:
-                    pass  # closed since listed
-            if fds == want or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
+        fds = settled_fds(pid, want)
         assert fds == want, fds
         assert os.readlink(f"/proc/{pid}/cwd") == str(tmp_path)
     finally:

@@ -27,6 +27,8 @@ from phalanx.node.runtime import ForkedShim, ProcessRuntime
 from phalanx.node.shim import start_ticks
 from phalanx.node.shimclient import ShimdClient, ShimdDown, read_fd
 
+from ..procfds import settled_fds
+
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -158,8 +160,9 @@ async def test_the_container_inherits_nothing_of_the_server(state):
     status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
     assert int(status["SigBlk"], 16) == 0
     assert int(status["SigIgn"], 16) & ~((1 << 31) | (1 << 32)) == 0, status["SigIgn"]
-    fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
-    assert fds == {0: "/dev/null", 1: str(inst.log), 2: str(inst.log)}, fds
+    want = {0: "/dev/null", 1: str(inst.log), 2: str(inst.log)}
+    fds = settled_fds(pid, want)
+    assert fds == want, fds
     os.kill(shim_pid, signal.SIGHUP)
     await until(lambda: not files.shim_alive(inst.record), what="the shim to end")
     ended = json.loads(inst.status.read_text())
