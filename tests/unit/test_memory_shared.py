@@ -113,15 +113,21 @@ def test_shared_event_holds_its_object_until_every_taker_took_it() -> None:
     assert ev.shared() == {"a": {"b": 1}}  # a late reader decodes its own
 
 
-async def test_a_superseded_version_is_not_kept_decoded_for_a_watcher_still_behind(store: Store) -> None:
-    fast = store.watch("Pod", None, None, shared=True)
-    slow = store.watch("Pod", None, None, shared=True)
+async def taken_by_one_of_two(store: Store):
+    """Two shared watchers of pod "a"; the first took its ADDED object and let it
+    go. Returns both watchers and a weak reference to that object, which is
+    still alive: the second watcher has yet to take it."""
+    first = store.watch("Pod", None, None, shared=True)
+    second = store.watch("Pod", None, None, shared=True)
     store.create(pod("a"))
-    v1 = (await next_event(fast)).object
-    ref = weakref.ref(v1)
-    del v1
+    ref = weakref.ref((await next_event(first)).object)
     gc.collect()
-    assert ref() is not None  # the slow watcher has yet to take version 1
+    assert ref() is not None
+    return first, second, ref
+
+
+async def test_a_superseded_version_is_not_kept_decoded_for_a_watcher_still_behind(store: Store) -> None:
+    fast, slow, ref = await taken_by_one_of_two(store)
     created = store.get("Pod", "default", "a")
     created["metadata"]["labels"]["v"] = "2"
     store.update(created)  # version 2: version 1 need not stay decoded
@@ -169,14 +175,7 @@ async def test_a_status_write_shares_the_unchanged_spec_with_the_version_before(
 
 
 async def test_a_watcher_closed_before_taking_an_event_does_not_keep_it_held(store: Store) -> None:
-    taker = store.watch("Pod", None, None, shared=True)
-    quitter = store.watch("Pod", None, None, shared=True)
-    store.create(pod("a"))
-    obj = (await next_event(taker)).object
-    ref = weakref.ref(obj)
-    del obj
-    gc.collect()
-    assert ref() is not None  # held for the other watcher
+    taker, quitter, ref = await taken_by_one_of_two(store)
     quitter.close()
     gc.collect()
     assert ref() is None
