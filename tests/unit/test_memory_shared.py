@@ -182,6 +182,15 @@ async def test_a_watcher_closed_before_taking_an_event_does_not_keep_it_held(sto
     taker.close()
 
 
+async def test_the_store_forgets_the_last_shared_event_of_a_deleted_object(store: Store) -> None:
+    w = store.watch("Pod", None, None, shared=True)
+    store.create(pod("a"))
+    assert list(store._latest_shared) == [("Pod", "default", "a")]
+    w.close()  # no shared watcher left when it is deleted
+    store.delete("Pod", "default", "a", grace_period_seconds=0)
+    assert store._latest_shared == {}
+
+
 async def test_plain_watcher_does_not_keep_the_shared_event(store: Store) -> None:
     shared = store.watch("Pod", None, None, shared=True)
     plain = store.watch("Pod", None, None)

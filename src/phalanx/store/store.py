@@ -176,7 +176,7 @@ class Store:
         group_commit: bool = False,
     ) -> None:
         # ``uid_factory`` / ``name_rng``: where uids and generateName suffixes come
-        # from (default: uuid4 and the module's random); a simulation passes
+        # from (default: random version-4 uuids and the module's random); a simulation passes
         # deterministic ones so the same inputs give the same objects.
         self._clock = clock
         self._new_uid = uid_factory or _random_uid
@@ -738,6 +738,12 @@ class Store:
 
     def _emit(self, ev: HistoryEvent) -> None:
         self._history.append(ev)
+        key = (ev.kind, ev.namespace, ev.name)
+        # The previous version of this object need not stay decoded for watchers
+        # still behind (see SharedEvent).
+        prev = self._latest_shared.pop(key, None)
+        if prev is not None:
+            prev.weaken()
         watchers = self._watchers[ev.kind]
         if not watchers:
             return
@@ -746,19 +752,13 @@ class Store:
         for w, start in tuple(watchers.items()):
             if ev.rv > start and (w.namespace is None or w.namespace == ev.namespace):
                 takers += w.push(ev.type, shared)
-        if not takers:
+        if not takers or ev.type == "DELETED":
+            shared.hold(takers)
             return
         shared.hold(takers)
-        # The previous version of this object need not stay decoded for watchers
-        # still behind (see SharedEvent).
-        key = (ev.kind, ev.namespace, ev.name)
-        prev = self._latest_shared.pop(key, None)
         if prev is not None:
-            prev.weaken()
-        if ev.type != "DELETED":
-            if prev is not None:
-                shared.follow(prev)
-            self._latest_shared[key] = shared
+            shared.follow(prev)
+        self._latest_shared[key] = shared
 
     def _entry(self, kind: str, obj: Obj, raw: str, rv: int) -> _Entry:
         labels = obj.get("metadata", {}).get("labels")
