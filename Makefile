@@ -2,29 +2,42 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: install system-deps demo test bench clean
+.PHONY: install install-test system-deps demo test bench clean
 
+# Runtime only: what `make demo` and `phalanx run` of a command-line job need.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	touch $@
+
+# The test extra: test tools plus the examples' libraries (torch, mpi4py, xgboost, jax, the Kubeflow SDK).
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(PIP) install -q -e '.[test]'
 	touch $@
 
 install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
 
-# OpenMPI for the MPIJob end-to-end test (mpirun + the headers mpi4py needs); Debian packages.
+# System packages the test suite needs (Debian/Ubuntu): OpenMPI (mpirun, and the headers mpi4py
+# builds against) for the MPIJob tests; libnss-wrapper so pods resolve each other's names.
+SYSTEM_PACKAGES := openmpi-bin libopenmpi-dev libnss-wrapper
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
-	@command -v mpirun >/dev/null 2>&1 || { $(SUDO) apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q openmpi-bin libopenmpi-dev >/dev/null; }
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	  | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "installing $$missing"; \
+	  $(SUDO) apt-get update -q >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing >/dev/null; fi
 
 demo: install
 	$(VENV)/bin/phalanx run examples/pytorchjob.yaml
 
-test: system-deps install
-	$(VENV)/bin/python -m pytest -q
+# --no-skips: a test skipped because something is missing fails (a skip would hide a missing install).
+test: system-deps install-test
+	$(PY) -m pytest -q --no-skips
 
-bench: install
+bench: install-test
 	$(PY) benchmarks/scheduler_throughput.py
 	$(PY) benchmarks/submit_latency.py
 

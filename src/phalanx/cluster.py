@@ -21,6 +21,7 @@ from .controller.gc import GarbageCollector
 from .controller.job.controller import JobController
 from .controller.job.plan import ReconcileOptions
 from .gctune import tune_gc
+from .node import commandcheck
 from .node.agent import AgentConfig, NodeAgent, ensure_node
 from .node.logjanitor import LogJanitor
 from .node.logs import LogProvider
@@ -60,6 +61,7 @@ class EmbeddedCluster:
         self.store = Store(self.home / "state.db" if persist else None, self.clock, admission=admit, group_commit=True)
         self.network = LocalNetwork(self.home)
         self.store.add_admission_plugin(self.network.admission_plugin)
+        self.store.add_admission_plugin(commandcheck.admission_plugin)
         self.client = LocalClient(self.store)
         self.log_provider = LogProvider(self.home, self.client)
         self.log_janitor = LogJanitor(self.client, self.home)
@@ -81,6 +83,7 @@ class EmbeddedCluster:
         agent_cfg = AgentConfig(
             backoff_base=self.config.agent.backoff_base,
             backoff_cap=self.config.agent.backoff_cap,
+            environments=tuple(self.config.environments),
         )
         self.agents = [
             NodeAgent(self.client, self.clock, n.name, self.home, self.network, agent_cfg)
@@ -121,9 +124,17 @@ class EmbeddedCluster:
         processes they run (SIGTERM, grace, SIGKILL) before returning; without,
         the pods keep running under their shims and the next start adopts them
         (as after a crash of the control plane)."""
+        # The job controller and the scheduler stop first: the pods the agents
+        # stop are marked stopped by the shutdown (not failed), and nothing must
+        # act on that before the next start.
+        for c in (self.jobs, self.scheduler):
+            if c is not None:
+                r = c.stop()
+                if inspect.isawaitable(r):
+                    await r
         for a in self.agents:
             await a.stop(kill_pods=kill_pods)
-        for c in (self.jobs, self.scheduler, self.gc, self.log_janitor):
+        for c in (self.gc, self.log_janitor):
             if c is None:
                 continue
             r = c.stop()

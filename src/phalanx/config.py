@@ -15,13 +15,17 @@ runs, the API address and token. `$PHALANX_HOME/cluster.yaml` declares nodes:
       backoffCap: 300
     operator:
       defaultBackoffLimit: 0
+    environments:           # the Python environment of containers by image (first match)
+      - image: "pytorch/*"  # shell glob on the container's image
+        prefix: ~/venvs/torch   # a venv or conda prefix: its bin/ goes first on PATH
 
 Without a file (or without ``nodes``): one node named after this host,
 advertising its memory, ``cpuOvercommit`` × its CPUs (default 8) and its
 NVIDIA GPUs, if any. On the embedded runtime a CPU limit is a time share, not
 a reservation, so jobs written for a cluster (the seed job asks for 4 × cpu 1)
 still run on a 2-core laptop; set ``cpuOvercommit: 1`` for strict accounting.
-Nodes are all this machine: each gets GPU device indices of its own (see
+Containers whose image matches no ``environments`` entry run in the Python
+environment Phalanx runs from (``phalanx.node.pyenv``). Nodes are all this machine: each gets GPU device indices of its own (see
 ``phalanx.node.gpus.node_devices``).
 """
 from __future__ import annotations
@@ -37,6 +41,7 @@ import yaml
 
 from .api.quantity import parse_quantity
 from .node.gpus import detect_gpus
+from .node.pyenv import PythonEnvironment, check_prefix
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -104,6 +109,7 @@ class ClusterConfig:
     nodes: list[NodeConfig] = field(default_factory=list)
     agent: AgentSettings = field(default_factory=AgentSettings)
     operator: OperatorSettings = field(default_factory=OperatorSettings)
+    environments: list[PythonEnvironment] = field(default_factory=list)
 
 
 def _fmt_cpu(cpu: float) -> str:
@@ -141,7 +147,7 @@ def load_config(path: Path | None = None, home: Path | None = None) -> ClusterCo
 def parse_config(data: object, source: str = "cluster config") -> ClusterConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: must be a mapping")
-    unknown = set(data) - {"nodes", "agent", "operator", "cpuOvercommit"}
+    unknown = set(data) - {"nodes", "agent", "operator", "cpuOvercommit", "environments"}
     if unknown:
         raise ConfigError(f"{source}: unknown field(s) {sorted(unknown)}")
     overcommit = data.get("cpuOvercommit", 8.0)
@@ -206,4 +212,31 @@ def parse_config(data: object, source: str = "cluster config") -> ClusterConfig:
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 1024:
             raise ConfigError(f"{source}: operator.workers: must be an integer from 1 to 1024")
         cfg.operator.workers = v
+    cfg.environments = _parse_environments(data.get("environments"), source)
     return cfg
+
+
+def _parse_environments(data: object, source: str) -> list[PythonEnvironment]:
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise ConfigError(f"{source}: environments: must be a list of {{image, prefix}}")
+    out = []
+    for i, e in enumerate(data):
+        where = f"{source}: environments[{i}]"
+        if not isinstance(e, dict):
+            raise ConfigError(f"{where}: must be a mapping with image and prefix")
+        bad = set(e) - {"image", "prefix"}
+        if bad:
+            raise ConfigError(f"{where}: unknown field(s) {sorted(bad)}")
+        image, prefix = e.get("image"), e.get("prefix")
+        if not isinstance(image, str) or not image:
+            raise ConfigError(f"{where}.image: must be a non-empty image pattern (shell glob)")
+        if not isinstance(prefix, str) or not prefix:
+            raise ConfigError(f"{where}.prefix: must be the path of a venv or conda prefix")
+        path = Path(prefix).expanduser()
+        problem = check_prefix(path)
+        if problem:
+            raise ConfigError(f"{where}.prefix: {problem}")
+        out.append(PythonEnvironment(image, path))
+    return out

@@ -124,10 +124,16 @@ def test_argv_is_command_plus_args_with_expansion_and_no_shell():
 
 def test_missing_command_says_images_are_not_run():
     with pytest.raises(NoCommandError) as e:
-        container_argv({"image": "busybox", "args": ["x"]}, {}, "spec.containers[1]")
+        container_argv({"image": "busybox", "args": []}, {}, "spec.containers[1]")
     msg = str(e.value)
     assert msg.startswith("spec.containers[1].command: Required value")
     assert "does not pull or run images" in msg and '"busybox"' in msg
+
+
+def test_args_alone_run_as_an_image_without_entrypoint_runs_them():
+    """`kubectl run x --image=busybox -- sh -c 'echo hi'` puts the command in args."""
+    argv = container_argv({"image": "busybox", "args": ["sh", "-c", "echo $(X)"]}, {"X": "hi"}, "spec.containers[0]")
+    assert argv == ["sh", "-c", "echo hi"]
 
 
 def test_base_env_is_minimal():

@@ -30,3 +30,12 @@ DEFAULT_NAMESPACE = "default"
 KUBEFLOW_GROUP = "kubeflow.org"
 KUBEFLOW_VERSION = "kubeflow.org/v1"
 VOLCANO_VERSION = "scheduling.volcano.sh/v1beta1"
+
+# A pod the node agent stopped because the node (the control plane) shut down,
+# as the kubelet's graceful node shutdown marks it: phase Failed, this reason
+# and message, and a DisruptionTarget condition. Not a failure of the pod's own:
+# the job controller recreates it without counting a restart.
+CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
+REASON_TERMINATION_BY_KUBELET = "TerminationByKubelet"
+NODE_SHUTDOWN_REASON = "Terminated"
+NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."

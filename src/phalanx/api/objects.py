@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .constants import CONDITION_DISRUPTION_TARGET, REASON_TERMINATION_BY_KUBELET
 from .registry import by_kind
 
 Obj = dict[str, Any]
@@ -64,3 +65,15 @@ def deepcopy(obj: Obj) -> Obj:
 
 def match_labels(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
+
+
+def stopped_by_shutdown(pod: dict) -> bool:
+    """The pod was stopped because its node shut down (kubelet's graceful node
+    shutdown: a DisruptionTarget condition, reason TerminationByKubelet), not by
+    a failure of its own."""
+    status = pod.get("status")
+    for c in (status.get("conditions") if isinstance(status, dict) else None) or []:
+        if isinstance(c, dict) and c.get("type") == CONDITION_DISRUPTION_TARGET and c.get("status") == "True" \
+                and c.get("reason") == REASON_TERMINATION_BY_KUBELET:
+            return True
+    return False

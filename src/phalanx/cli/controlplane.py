@@ -12,6 +12,8 @@ request is logged to ``$PHALANX_HOME/api-access.log``.
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import http.client
 import json
 import logging
 import logging.handlers
@@ -19,6 +21,7 @@ import os
 import secrets
 import shlex
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -40,6 +43,8 @@ TLS_DIR = "tls"
 ACCESS_LOG_FILE = "api-access.log"
 ACCESS_LOG_BYTES = 5 * 1024 * 1024  # rotated once, so at most twice this on disk
 HANGUP_GRACE = 3.0  # seconds after SIGTERM/SIGHUP for the orderly clean-up to begin
+LOCK_FILE = "controlplane.lock"
+LOCK_WAIT = 15.0  # seconds a new control plane waits for a dying one to release the home
 
 
 @dataclass
@@ -56,17 +61,107 @@ class Endpoint:
         return HttpClient(self.url, self.token, ca_cert=self.ca)
 
 
-def read_endpoint(home: Path) -> Endpoint | None:
+def recorded_endpoint(home: Path) -> Endpoint | None:
+    """What api.json says, whether or not that control plane still lives."""
     path = home / API_FILE
     try:
         data = json.loads(path.read_text())
         ca = data.get("ca")
-        ep = Endpoint(str(data["url"]), str(data["token"]), int(data["pid"]), str(ca) if ca else None)
+        return Endpoint(str(data["url"]), str(data["token"]), int(data["pid"]), str(ca) if ca else None)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if not psutil.pid_exists(ep.pid):
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a killed control plane not reaped yet)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def read_endpoint(home: Path) -> Endpoint | None:
+    ep = recorded_endpoint(home)
+    if ep is None or not alive(ep.pid):
         return None
     return ep
+
+
+def answers(ep: Endpoint, timeout: float = 2.0) -> bool:
+    """Whether the control plane at ``ep`` serves its API (``/version`` with the token)."""
+    try:
+        url = ep.url.split("://", 1)[-1].rstrip("/")
+        host, _, port = url.rpartition(":")
+        ctx = ssl.create_default_context(cafile=ep.ca) if ep.ca else ssl.create_default_context()
+        conn = http.client.HTTPSConnection(host, int(port), timeout=timeout, context=ctx)
+        try:
+            conn.request("GET", "/version", headers={"Authorization": f"Bearer {ep.token}"})
+            return conn.getresponse().status == 200
+        finally:
+            conn.close()
+    except (OSError, ValueError, ssl.SSLError, http.client.HTTPException):
+        return False
+
+
+def running_endpoint(home: Path, wait: float = LOCK_WAIT) -> Endpoint | None:
+    """The control plane serving ``home``, asked through its API. One that
+    exists but does not answer (dying, or killed and not reaped) is waited
+    for, up to ``wait`` seconds, until it answers or exits; None: none serves."""
+    deadline = time.monotonic() + wait
+    while True:
+        ep = recorded_endpoint(home)
+        if ep is None or not alive(ep.pid):
+            return None
+        if answers(ep):
+            return ep
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.1)
+
+
+class HomeLock:
+    """The one control plane serving a PHALANX_HOME holds this exclusive lock
+    (``controlplane.lock``) while it lives; the kernel releases it when the
+    process dies, however it dies."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / LOCK_FILE
+        self.fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+        return True
+
+    async def acquire(self, timeout: float = LOCK_WAIT) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.try_acquire():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    def holder(self) -> int | None:
+        try:
+            return int(self.path.read_text().strip() or 0) or None
+        except (OSError, ValueError):
+            return None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class AlreadyServed(RuntimeError):
+    """Another live control plane serves this PHALANX_HOME."""
 
 
 def write_endpoint(home: Path, ep: Endpoint) -> None:
@@ -120,9 +215,12 @@ class ServedCluster:
     """An EmbeddedCluster plus its HTTP API, recorded in api.json while alive."""
 
     def __init__(self, home: Path, config: ClusterConfig | None = None, port: int = 0, *,
-                 controllers: bool = True, scheduler: bool = True) -> None:
+                 controllers: bool = True, scheduler: bool = True, lock_wait: float = LOCK_WAIT) -> None:
         self.home = home
-        self.cluster = EmbeddedCluster(home, config, controllers=controllers, scheduler=scheduler)
+        self._lock = HomeLock(home)
+        self.lock_wait = lock_wait
+        self._cluster_args = (config, controllers, scheduler)
+        self.cluster: EmbeddedCluster | None = None  # made once the home is locked: one opens the state
         self.port = port
         self.token = secrets.token_urlsafe(32)
         self._runner = None
@@ -137,6 +235,11 @@ class ServedCluster:
         from ..server.app import make_app, serve
         from ..server.tls import ensure_tls, ssl_context, write_kubeconfig
 
+        make_private_dir(self.home)
+        if not await self._lock.acquire(self.lock_wait):
+            raise AlreadyServed(f"another control plane (pid {self._lock.holder()}) serves {self.home}")
+        config, controllers, scheduler = self._cluster_args
+        self.cluster = EmbeddedCluster(self.home, config, controllers=controllers, scheduler=scheduler)
         tls = ensure_tls(self.home / TLS_DIR)
         await self.cluster.start()
         self._stop_pods_on_hangup()
@@ -202,10 +305,12 @@ class ServedCluster:
             await self._runner.cleanup()
         if self._access_log is not None:
             _close_logger(self._access_log)
-        await self.cluster.stop(kill_pods=kill_pods)
+        if self.cluster is not None:
+            await self.cluster.stop(kill_pods=kill_pods)
+        self._lock.release()
 
 
-def start_daemon(home: Path, port: int = 0, timeout: float = 20.0, *,
+def start_daemon(home: Path, port: int = 0, timeout: float = 20.0 + LOCK_WAIT, *,
                  controllers: bool = True, scheduler: bool = True) -> Endpoint:
     """Start ``phalanx serve`` in the background and wait until it answers.
     ``controllers``/``scheduler`` False leave the job controller / the gang
@@ -252,7 +357,11 @@ def stop_daemon(home: Path, timeout: float = 60.0) -> bool:
 async def serve_forever(home: Path, port: int = 0, *, controllers: bool = True, scheduler: bool = True) -> None:
     """Foreground control plane until SIGTERM/SIGINT (what ``up`` runs)."""
     served = ServedCluster(home, load_config(home=home), port=port, controllers=controllers, scheduler=scheduler)
-    await served.start()
+    try:
+        await served.start()
+    except AlreadyServed as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

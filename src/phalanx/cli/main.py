@@ -25,7 +25,8 @@ from ..api.errors import AlreadyExists, ApiError, Forbidden, Invalid, NotFound
 from ..clock import Clock
 from . import printers
 from .controlplane import (
-    ServedCluster, export_line, home as phalanx_home_dir, read_endpoint, serve_forever, start_daemon, stop_daemon,
+    ServedCluster, export_line, home as phalanx_home_dir, read_endpoint, running_endpoint, serve_forever, start_daemon,
+    stop_daemon,
 )
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -159,7 +160,7 @@ def up(
 ) -> None:
     """Start a background control plane (state in $PHALANX_HOME); print the line that points kubectl at it."""
     home = phalanx_home_dir()
-    ep = read_endpoint(home)
+    ep = running_endpoint(home)  # asked through the API; a dying one is waited for
     if ep is not None:
         err.print(f"control plane already running (pid {ep.pid}) at {ep.url}", markup=False)
     else:

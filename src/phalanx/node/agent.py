@@ -35,6 +35,7 @@ from .names import check_dns_label, check_dns_subdomain, check_uid
 from .network import LocalNetwork, pod_owner
 from .statuswrite import write_pod_status
 from .podstate import BackoffConfig, DeletePod, KillPod, StartContainer
+from .pyenv import PythonEnvironment
 from .runtime import ProcessRuntime
 from .volumes import VolumePlan, VolumeSpecError, materialise, plan_volumes, refresh_config_maps
 
@@ -64,6 +65,7 @@ class AgentConfig:
     host_ip: str = HOST_IP
     shutdown_grace: float = 5.0  # grace for pods killed because the agent stops
     events: bool = True
+    environments: tuple[PythonEnvironment, ...] = ()  # image pattern -> Python environment (pyenv)
 
     def backoff(self) -> BackoffConfig:
         reset = self.backoff_reset if self.backoff_reset is not None else 2 * self.backoff_cap
@@ -106,7 +108,8 @@ class NodeAgent:
         self.network = network
         self.backoff = self.config.backoff()
         self.runtime = ProcessRuntime(self.state_dir, clock, node_name=node_name, cgroups=self.config.cgroups,
-                                      oom_poll_interval=self.config.oom_poll_interval, on_exit=self._on_exit)
+                                      oom_poll_interval=self.config.oom_poll_interval, on_exit=self._on_exit,
+                                      environments=self.config.environments)
         self.events = EventRecorder(client, COMPONENT, clock)
         # Pods of other nodes (or none yet) are kept as stubs: this agent only acts on its own.
         self.pods = Informer(client, "Pod", transform=_own_pods(node_name))
@@ -150,6 +153,7 @@ class NodeAgent:
         for w in workers:
             w.stopping = True
         if kill_pods:
+            await self._mark_shutdown(workers)
             await self.runtime.shutdown(self.config.shutdown_grace)
         for w in workers:
             w.cancel()
@@ -161,6 +165,25 @@ class NodeAgent:
         self._workers.clear()
         self._by_job.clear()
         self._stop.set()
+
+    async def _mark_shutdown(self, workers: list["_PodWorker"]) -> None:
+        """Before the pods this agent runs are killed because it stops: mark
+        each (Failed, DisruptionTarget TerminationByKubelet, as the kubelet's
+        graceful node shutdown does) so the job controller recreates it at the
+        next start instead of counting a failure. Marked first, so a crash
+        while killing leaves the mark too."""
+        async def mark(w: "_PodWorker") -> None:
+            pod = w.pod
+            if w.removed or (pod.get("metadata") or {}).get("deletionTimestamp") \
+                    or (pod.get("status") or {}).get("phase") in podstate.TERMINAL_PHASES \
+                    or not self.runtime.any_running(w.uid):
+                return
+            try:
+                await write_pod_status(self.client, pod, podstate.shutdown_status(pod, self.clock.now()))
+            except Exception as e:  # the store may be failing too: the kill goes on
+                log.warning("node %s: pod %s/%s: marking it stopped by the shutdown failed: %s",
+                            self.node_name, w.namespace, w.name, e)
+        await asyncio.gather(*(mark(w) for w in workers))
 
     async def prepare(self) -> None:
         """Before any pod is synced: adopt what the shims of a previous agent of

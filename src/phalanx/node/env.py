@@ -196,11 +196,12 @@ def container_argv(container: Obj, env: Mapping[str, str], path: str) -> list[st
     args = container.get("args") or []
     if not isinstance(command, list) or not isinstance(args, list):
         raise ContainerConfigError(f"{path}.command: must be a list of strings")
-    if not command:
+    if not command and not args:
         raise NoCommandError(
             f"{path}.command: Required value: Phalanx's local runtime does not pull or run images; "
             f"it runs the container's command on this host (image \"{container.get('image', '')}\" is only "
-            "recorded), so the container needs a command")
+            "recorded), so the container needs a command (or args)")
+    # args alone run as an image without ENTRYPOINT runs them (busybox: `kubectl run -- sh -c ...`).
     return [expand(str(a), env.get) for a in [*command, *args]]
 
 

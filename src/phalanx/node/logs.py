@@ -23,6 +23,7 @@ from .names import check_dns_label, check_dns_subdomain, check_uid
 from .podrecords import POD_META, PodRecord, PodRecords, mark_finished, pod_meta, write_json
 
 _NAME_MAX = 255
+WORK_DIR = "work"
 _CHUNK = 64 * 1024
 
 
@@ -35,8 +36,15 @@ def pod_dir_name(namespace: str, name: str, uid: str) -> str:
 
 
 def pod_dir(state_dir: Path, namespace: str, name: str, uid: str) -> Path:
-    """The pod's directory: its containers' logs and its working directory."""
+    """The pod's directory: its record, its containers' logs, its root and working directory."""
     return Path(state_dir) / "pods" / pod_dir_name(namespace, name, uid)
+
+
+def work_dir(pod_directory: Path) -> Path:
+    """The containers' default working directory: empty at the pod's start, and
+    apart from the logs (a log folder named ``jax`` in the working directory
+    would be imported as the ``jax`` package)."""
+    return Path(pod_directory) / WORK_DIR
 
 
 def record_pod(state_dir: Path, pod: dict, now: datetime, node: str = "") -> Path:

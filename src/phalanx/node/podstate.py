@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Union
 
-from ..api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
+from ..api.constants import (
+    ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE, CONDITION_DISRUPTION_TARGET, NODE_SHUTDOWN_MESSAGE,
+    NODE_SHUTDOWN_REASON, REASON_TERMINATION_BY_KUBELET,
+)
 from ..clock import format_time, parse_time
 
 Obj = dict[str, Any]
@@ -471,6 +474,8 @@ def decide(
     scheduled = old_conds.get("PodScheduled") or cond("PodScheduled", True)
     conditions = [sandbox, init_c, cond("Ready", *ready_args), cond("ContainersReady", *ready_args),
                   copy.deepcopy(scheduled)]
+    # Conditions the agent does not own (DisruptionTarget, ...) are kept.
+    conditions += [copy.deepcopy(c) for t, c in old_conds.items() if t not in _OWN_CONDITIONS]
 
     # Status, in the kubelet's key order; fields we do not own are kept.
     status: Obj = {}
@@ -537,6 +542,25 @@ def _termination_grace(spec: Obj) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
         return float(DEFAULT_GRACE_SECONDS)
     return float(v)
+
+
+_OWN_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+
+
+def shutdown_status(pod: Obj, now: datetime) -> Obj:
+    """The status of a pod stopped because its node shuts down (kubelet's
+    graceful node shutdown): Failed, reason Terminated, DisruptionTarget True."""
+    status = copy.deepcopy(pod.get("status")) if isinstance(pod.get("status"), dict) else {}
+    status["phase"] = FAILED
+    status["reason"] = NODE_SHUTDOWN_REASON
+    status["message"] = NODE_SHUTDOWN_MESSAGE
+    conds = [c for c in status.get("conditions") or []
+             if isinstance(c, dict) and c.get("type") != CONDITION_DISRUPTION_TARGET]
+    conds.append({"type": CONDITION_DISRUPTION_TARGET, "status": "True", "lastProbeTime": None,
+                  "lastTransitionTime": format_time(now), "reason": REASON_TERMINATION_BY_KUBELET,
+                  "message": NODE_SHUTDOWN_MESSAGE})
+    status["conditions"] = conds
+    return status
 
 
 def rejected_status(pod: Obj, now: datetime, reason: str, message: str, *,

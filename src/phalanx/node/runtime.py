@@ -2,7 +2,8 @@
 
 A container instance is ``command + args`` exec'd as argv (never through a
 shell string we build) in its own session/process group, with the pod's
-directory as working directory, stdout+stderr appended to its own log file, a
+working directory (``<pod dir>/work``) as working directory, the bin
+directory of its Python environment first on PATH (``pyenv``), stdout+stderr appended to its own log file, a
 minimal environment plus the container's ``env``, and its limits (cgroup or
 RSS watchdog). When the first process of the group exits, the rest of the
 group is killed, as a container's processes die with its init process.
@@ -57,9 +58,10 @@ from . import instancefiles as files
 from . import limits as limits_mod
 from .env import ContainerConfigError, NoCommandError, PodContext, container_argv, container_env
 from .limits import Cgroup, CgroupDriver, Limits, container_limits
-from .logs import container_log_path, mark_pod_finished, pod_dir, write_pod_record
+from .logs import container_log_path, mark_pod_finished, pod_dir, work_dir, write_pod_record
 from .names import check_dns_label
 from .podrecords import pod_meta
+from .pyenv import PythonEnvironment, environment_vars
 from .podstate import CONTAINER_CANNOT_RUN, CONTAINER_STATUS_UNKNOWN, OOM_KILLED, ContainerObservation, Termination
 from .shim import start_ticks
 from .shimclient import ShimdClient, ShimdDown, helper_env, read_fd
@@ -162,12 +164,14 @@ class _Setup:
     pod_directory: Path
     container_dir: Path
     root: Path
+    work: Path
 
     def __call__(self) -> None:
         if self.record is not None:
             self.runtime._record_pod(self.pod_directory, self.record)
         os.makedirs(self.container_dir, exist_ok=True)
         os.makedirs(self.root, exist_ok=True)
+        os.makedirs(self.work, exist_ok=True)
 
 
 @dataclass
@@ -206,6 +210,7 @@ class ProcessRuntime:
         host_env: Mapping[str, str] | None = None,
         adopt_poll_interval: float = ADOPT_POLL_INTERVAL,
         use_shimd: bool = True,
+        environments: tuple[PythonEnvironment, ...] = (),
     ) -> None:
         self.state_dir = Path(state_dir)
         self.clock = clock
@@ -215,6 +220,7 @@ class ProcessRuntime:
         self.on_exit = on_exit
         self.cgroups = cgroup_driver if cgroup_driver is not None else limits_mod.detect_cgroups(cgroups)
         self.host_env = host_env
+        self.environments = environments  # image pattern -> Python environment (pyenv)
         self._pods: dict[str, dict[str, _Record]] = {}
         self._watchdog_task: asyncio.Task[None] | None = None
         self._poll_task: asyncio.Task[None] | None = None
@@ -278,7 +284,7 @@ class ProcessRuntime:
         # The pod's record (on its first start here) and the directories are made
         # off the event loop, with the instance's files (see _open_instance).
         setup = _Setup(self, pod_meta(pod, self.clock.now(), self.node_name) if uid not in self._pods else None,
-                       base, cdir, root)
+                       base, cdir, root, work_dir(pdir))
         records = self._pods.setdefault(uid, {})
         prev = records.get(container_name)
         if prev is not None and prev.current.termination is None and prev.current.started_at is not None:
@@ -307,9 +313,10 @@ class ProcessRuntime:
             return inst
 
         env = base_env(name, self.host_env)
+        env.update(environment_vars(container.get("image"), self.environments, env["PATH"]))
         env.update(extra_env or {})
         env.update(env_list)
-        cwd = self._working_dir(container, pdir)
+        cwd = self._working_dir(container, work_dir(pdir))
         lim = container_limits(container)
         inst.memory_limit = lim.memory
         inst.gpus = _gpu_list((extra_env or {}).get(_GPU_ENV))
@@ -574,7 +581,7 @@ class ProcessRuntime:
         wd = container.get("workingDir")
         if isinstance(wd, str) and os.path.isabs(wd) and os.path.isdir(wd):
             return Path(wd)
-        return default  # the pod's directory: made before the shim starts (_Setup)
+        return default  # the pod's working directory: made before the shim starts (_Setup)
 
     def _make_cgroup(self, name: str, lim: Limits) -> Cgroup | None:
         if self.cgroups is None or not lim.any:

@@ -31,6 +31,7 @@ from .conditions import (
     CREATED, FAILED, RESTARTING, RUNNING, SUSPENDED, StatusWriter, is_failed, is_finished, is_succeeded,
 )
 from ...api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
+from ...api.objects import stopped_by_shutdown
 from .fields import (
     annotations, as_dict, as_int, as_str, is_deleting, name, namespace, owner_reference, pod_phase, run_policy, status,
 )
@@ -237,7 +238,9 @@ def _run(ctx: _Ctx) -> None:
                 continue
             pod = slot[0]
             book.observe(pod, rtype)
-            if _needs_recreate(fw, policy, pod):
+            if _stopped_by_shutdown(pod):
+                book.deleted_by_job(pod)  # recreated below, no restart
+            elif _needs_recreate(fw, policy, pod):
                 book.count_failure(pod, rtype)
     book.vanished({name(p) for p in ctx.pods}, _rtype_of(fw, job, [t for t, *_ in layout]))
     book.write(st.status)
@@ -313,6 +316,12 @@ def _run(ctx: _Ctx) -> None:
                 active += 1
             elif phase == "Succeeded":
                 succeeded += 1
+            elif phase == "Failed" and _stopped_by_shutdown(pod):
+                if not is_deleting(pod):
+                    plan.delete_pods.append(name(pod))
+                    st.event("Normal", "PodStoppedByShutdown",
+                             f"Pod {name(pod)} was stopped when the control plane shut down; it is recreated "
+                             "(not counted as a restart)")
             elif phase == "Failed":
                 failed += 1
                 _handle_failed_pod(ctx, rtype, policy, pod)
@@ -392,6 +401,12 @@ def _same_content(want: dict, have: dict) -> bool:
             return False
     have_labels = as_dict(as_dict(have.get("metadata")).get("labels"))
     return all(have_labels.get(k) == v for k, v in as_dict(as_dict(want.get("metadata")).get("labels")).items())
+
+
+def _stopped_by_shutdown(pod: dict) -> bool:
+    """A Failed pod the node stopped because it shut down (not a failure of the
+    pod's own): deleted and recreated, whatever the restart policy, uncounted."""
+    return pod_phase(pod) == "Failed" and stopped_by_shutdown(pod)
 
 
 def _needs_recreate(fw: Framework, policy: str, pod: dict) -> bool:
