@@ -107,11 +107,13 @@ def test_s3_backoff_limit_n_allows_n_restarts_and_the_next_failure_fails_the_job
     w.crashloop("pytest-master-0", restarts=4)
     plan = w.step()
     assert w.conditions()[-1] == ("Failed", "True", "BackoffLimitExceeded")
-    assert w.status["conditions"][-1]["message"] == BACKOFF_MSG
+    msg = BACKOFF_MSG + (" (backoffLimit 3, restartCount 5): Master pod pytest-master-0, container pytorch, "
+                         "exited with code 1 (Error)")
+    assert w.status["conditions"][-1]["message"] == msg
     assert w.status["completionTime"] == format_time(w.now)
     # S5: on failure everything of the job goes, whatever cleanPodPolicy says.
     assert plan.delete_pods == PODS and plan.delete_services == PODS and plan.podgroup_delete
-    assert ("Normal", "PyTorchJobFailed", BACKOFF_MSG) in plan.events
+    assert ("Normal", "PyTorchJobFailed", msg) in plan.events
     assert ("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup") in plan.events
     assert_fixpoint(w)
 

@@ -160,6 +160,52 @@ class HomeLock:
             self.fd = None
 
 
+class RunLease:
+    """A ``phalanx run`` using the control plane of a home: ``runs/<pid>.lease``,
+    flock-held while the run lives (the kernel drops it when it dies), holding
+    the job's ``kind/name``. A run hosting the control plane keeps serving while
+    another run's lease is held."""
+
+    def __init__(self, home: Path, job: str) -> None:
+        self.dir = home / "runs"
+        make_private_dir(home)
+        self.dir.mkdir(mode=0o700, exist_ok=True)
+        self.path = self.dir / f"{os.getpid()}.lease"
+        tmp = self.dir / f"{os.getpid()}.new"  # locked before it is visible under its name
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, job.encode())
+        os.replace(tmp, self.path)
+        self.fd: int | None = fd
+
+    def others(self) -> list[str]:
+        """The jobs of the other live runs (stale leases are removed)."""
+        out = []
+        for p in sorted(self.dir.glob("*.lease")):
+            if p == self.path:
+                continue
+            try:
+                fd = os.open(p, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    out.append(os.read(fd, 600).decode("utf-8", "replace") or p.stem)
+                    continue
+                p.unlink(missing_ok=True)  # its run is gone
+            finally:
+                os.close(fd)
+        return out
+
+    def release(self) -> None:
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
+
+
 class AlreadyServed(RuntimeError):
     """Another live control plane serves this PHALANX_HOME."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,7 +18,8 @@ from ..api import registry
 from ..api.errors import ApiError, NotFound
 from ..client.interface import WatchEvent
 from . import printers
-from .controlplane import ServedCluster, export_line, home as phalanx_home_dir, read_endpoint
+from .controlplane import AlreadyServed, RunLease, ServedCluster, export_line, home as phalanx_home_dir, \
+    running_endpoint
 
 IMAGE_NOTE = ("note: Phalanx's local runtime does not pull images; each container's command "
               "runs as a process on this machine (the image is only recorded).")
@@ -76,51 +78,167 @@ def _finished(job: dict) -> str | None:
     return None
 
 
+def _suspended_by_run(job: dict) -> bool:
+    return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_STOPPED_BY_RUN) == "true" \
+        and bool(((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+
+
+EXIT_SUCCEEDED, EXIT_FAILED, EXIT_INVALID, EXIT_COULD_NOT_RUN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+LOG_TAIL = 20
+# Set with runPolicy.suspend by a run interrupted while others share its control
+# plane: its job's pods stop (not a failure); `phalanx run` of it again resumes it.
+ANNOTATION_STOPPED_BY_RUN = "phalanx.dev/stopped-by-run"
+
+
+async def _connect_or_host(home, err: Console) -> tuple[Any, ServedCluster | None]:
+    """The control plane serving ``home`` (asked through its API), or one
+    started in-process; when another run is starting one at the same moment,
+    that one (the home's lock decides)."""
+    ep = await asyncio.to_thread(running_endpoint, home, 5.0)
+    if ep is not None:
+        return ep, None
+    served = ServedCluster(home, lock_wait=0.0)
+    try:
+        ep = await served.start()
+    except AlreadyServed:
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            ep = await asyncio.to_thread(running_endpoint, home, 1.0)
+            if ep is not None:
+                return ep, None
+            await asyncio.sleep(0.1)
+        raise
+    err.print(f"started an embedded control plane (state in {home}); `phalanx get ...` and kubectl "
+              f"(after `{export_line(home)}`) work from another terminal while this runs", markup=False)
+    return ep, served
+
+
 async def run_job(docs: list[dict], job: dict, source: str, timeout: float | None,
                   out: Console, err: Console) -> int:
     from .main import _apply_one, _api_error_text, _ref
 
     home = phalanx_home_dir()
-    ep = read_endpoint(home)
-    served: ServedCluster | None = None
-    if ep is None:
-        served = ServedCluster(home)
-        ep = await served.start()
-        err.print(f"started an embedded control plane (state in {home}); `phalanx get ...` and kubectl "
-                  f"(after `{export_line(home)}`) work from another terminal while this runs", markup=False)
+    lease = RunLease(home, f"{job['kind'].lower()}/{job['metadata']['name']}")
+    try:
+        ep, served = await _connect_or_host(home, err)
+    except (AlreadyServed, OSError) as e:
+        lease.release()
+        err.print(f"error: could not start or reach a control plane: {e}", markup=False)
+        return EXIT_COULD_NOT_RUN
     client = ep.client()
     kind = job["kind"]
     name = job["metadata"]["name"]
     ns = job["metadata"].get("namespace") or "default"
+    ref = f"{kind.lower()}/{name}"
+    interrupted = False
     try:
-        # A finished job of the same name is replaced, so `run` can be repeated.
+        uid = None
         try:
             cur = await client.get(kind, name, ns)
             state = _finished(cur)
-            if state is None:
-                err.print(f'error: {_ref(cur)} exists and is still running; delete it first', markup=False)
-                return 1
-            await client.delete(kind, name, ns)
-            err.print(f"replacing the finished {_ref(cur)} ({state})", markup=False)
-            await _wait_gone(client, kind, name, ns, cur["metadata"]["uid"])
+            if state is not None:  # replaced, so `run` can be repeated
+                await client.delete(kind, name, ns)
+                err.print(f"replacing the finished {_ref(cur)} ({state})", markup=False)
+                await _wait_gone(client, kind, name, ns, cur["metadata"]["uid"])
+            elif _suspended_by_run(cur):
+                anns = {ANNOTATION_STOPPED_BY_RUN: None}
+                await client.patch(kind, name, ns, {"metadata": {"annotations": anns},
+                                                    "spec": {"runPolicy": {"suspend": False}}})
+                err.print(f"resuming {_ref(cur)}, stopped by an interrupted run", markup=False)
+                uid = cur["metadata"]["uid"]
+            else:
+                err.print(f"{_ref(cur)} exists and has not finished: following it (delete it to run the file "
+                          "anew)", markup=False)
+                uid = cur["metadata"]["uid"]
         except NotFound:
             pass
-        err.print(IMAGE_NOTE, markup=False)
-        start_rv = None
-        for d in docs:
-            try:
-                verb = await _apply_one(client, d)
-            except ApiError as e:
-                err.print(_api_error_text(e, "creating", source), markup=False)
-                return 2 if e.code in (400, 403, 422) else 1
-            out.print(f"{_ref(d)} {verb}", markup=False)
-        created = await client.get(kind, name, ns)
-        uid = created["metadata"]["uid"]
-        return await _stream(client, kind, name, ns, uid, out, timeout)
-    finally:
-        await client.close()
+        if uid is None:
+            err.print(IMAGE_NOTE, markup=False)
+            for d in docs:
+                try:
+                    verb = await _apply_one(client, d)
+                except ApiError as e:
+                    err.print(_api_error_text(e, "creating", source), markup=False)
+                    return EXIT_INVALID if e.code in (400, 403, 404, 422) else EXIT_FAILED
+                out.print(f"{_ref(d)} {verb}", markup=False)
+            uid = (await client.get(kind, name, ns))["metadata"]["uid"]
+        outcome = await _stream(client, kind, name, ns, uid, out, timeout)
+        if outcome.state == "Failed":
+            await _explain_failure(client, kind, name, ns, outcome, err)
         if served is not None:
-            await served.stop(kill_pods=True)
+            await _stop_leftovers(client, ns, uid, outcome, err)
+        return EXIT_SUCCEEDED if outcome.state == "Succeeded" else EXIT_FAILED
+    except asyncio.CancelledError:
+        interrupted = True
+        others = lease.others()
+        if served is None or others:
+            # Others share this control plane: stop only this run's job.
+            await _stop_own_job(client, kind, name, ns, err)
+        if served is not None and others:
+            err.print(f"still serving {len(others)} other run(s) ({', '.join(others)}); Ctrl-C again stops "
+                      "them too (their jobs carry on at the next start)", markup=False)
+            await _serve_others(lease)
+        return EXIT_INTERRUPTED
+    finally:
+        try:
+            if served is not None and not interrupted:
+                others = lease.others()
+                if others:
+                    err.print(f"{ref} is done; this control plane keeps serving {len(others)} other run(s) "
+                              f"({', '.join(others)})", markup=False)
+                    await _serve_others(lease)
+        finally:
+            await client.close()
+            lease.release()
+            if served is not None:
+                await served.stop(kill_pods=True)
+
+
+async def _serve_others(lease: "RunLease") -> None:
+    while lease.others():
+        await asyncio.sleep(0.2)
+
+
+async def _stop_own_job(client, kind: str, name: str, ns: str, err: Console) -> None:
+    """Suspend the job (its pods stop, nothing is counted as a failure); `phalanx run` of it again resumes it."""
+    try:
+        await client.patch(kind, name, ns, {"metadata": {"annotations": {ANNOTATION_STOPPED_BY_RUN: "true"}},
+                                            "spec": {"runPolicy": {"suspend": True}}})
+        err.print(f"{kind.lower()}/{name} stopped (suspended: its pods are stopped, nothing counted as a "
+                  "failure); `phalanx run` of the same file resumes it", markup=False)
+    except (ApiError, OSError) as e:
+        err.print(f"could not stop {kind.lower()}/{name}: {e}", markup=False)
+
+
+async def _explain_failure(client, kind: str, name: str, ns: str, outcome: "Outcome", err: Console) -> None:
+    """The failing condition's reason and message, then the end of each failed container's log."""
+    try:
+        job = await client.get(kind, name, ns)
+    except ApiError:
+        job = outcome.job or {}
+    cond = next((c for c in reversed(job.get("status", {}).get("conditions") or [])
+                 if c.get("type") == "Failed" and c.get("status") == "True"), None)
+    if cond is not None:
+        err.print(f"{kind.lower()}/{name} failed: {cond.get('reason', '')}: {cond.get('message', '')}", markup=False)
+    for pod, container in outcome.failed_containers:
+        chunks = []
+        try:
+            async for chunk in client.logs(ns, pod, container=container, tail=LOG_TAIL):
+                chunks.append(chunk)
+        except ApiError as e:
+            err.print(f"--- {pod}/{container}: log not available ({e.message})", markup=False)
+            continue
+        text = b"".join(chunks).decode("utf-8", "replace").rstrip("\n")
+        err.print(f"--- last {LOG_TAIL} lines of {pod}/{container}:", markup=False)
+        if text:
+            err.print(text, markup=False)
+
+
+async def _stop_leftovers(client, ns: str, uid: str, outcome: "Outcome", err: Console) -> None:
+    """Pods of the finished job still running when this in-process control plane stops: said, then stopped."""
+    live = sorted(n for n, running in outcome.live_pods.items() if running)
+    if live:
+        err.print(f"stopping the pods of the finished job still running: {', '.join(live)}", markup=False)
 
 
 async def _wait_gone(client, kind: str, name: str, ns: str, uid: str, timeout: float = 60.0) -> None:
@@ -135,9 +253,29 @@ async def _wait_gone(client, kind: str, name: str, ns: str, uid: str, timeout: f
         await asyncio.sleep(0.05)
 
 
-async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console, timeout: float | None) -> int:
+@dataclass
+class Outcome:
+    state: str | None = None
+    job: dict | None = None
+    live_pods: dict[str, bool] = field(default_factory=dict)
+    failed_containers: list[tuple[str, str]] = field(default_factory=list)  # (pod, container), first seen first
+
+
+def _note_failures(pod: dict, outcome: Outcome) -> None:
+    name = pod["metadata"]["name"]
+    st = pod.get("status") or {}
+    for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+        term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated") or {}
+        key = (name, cs.get("name", ""))
+        if term and term.get("exitCode") not in (0, None) and key not in outcome.failed_containers:
+            outcome.failed_containers.append(key)
+
+
+async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console, timeout: float | None) -> Outcome:
+    """Print the job's, its PodGroup's and its pods' rows until the job has finished."""
     printer = MultiKindWatchPrinter(out, wide=True)
     queue: asyncio.Queue[tuple[str, WatchEvent]] = asyncio.Queue()
+    outcome = Outcome()
 
     def owned(o: dict) -> bool:
         for ref in o.get("metadata", {}).get("ownerReferences") or []:
@@ -166,14 +304,12 @@ async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console,
 
     tasks = [asyncio.create_task(pump(k)) for k in (kind, "PodGroup", "Pod")]
     deadline = None if timeout is None else time.monotonic() + timeout
-    finished: str | None = None
-    live_pods: dict[str, bool] = {}
     try:
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 out.print(f"timed out after {timeout:.0f}s", markup=False)
-                return 1
+                return outcome
             # asyncio.wait, not wait_for: on 3.11 wait_for can swallow a cancellation
             # (Ctrl-C / SIGTERM) that lands while the get completes.
             getter = asyncio.ensure_future(queue.get())
@@ -184,7 +320,7 @@ async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console,
                 raise
             if not done:
                 getter.cancel()
-                if finished and not any(live_pods.values()):
+                if outcome.state:
                     break
                 continue
             k, ev = getter.result()
@@ -196,17 +332,22 @@ async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console,
                 continue
             printer.print(o, deleted=ev.type == "DELETED")
             if k == kind:
-                finished = _finished(o) or finished
+                outcome.job = o
+                outcome.state = _finished(o) or outcome.state
                 if ev.type == "DELETED":
-                    finished = finished or "Deleted"
+                    outcome.state = outcome.state or "Deleted"
             if k == "Pod":
                 phase = o.get("status", {}).get("phase")
-                live_pods[o["metadata"]["name"]] = ev.type != "DELETED" and phase not in ("Succeeded", "Failed")
-            if finished and not any(live_pods.values()) and queue.empty():
-                break
+                outcome.live_pods[o["metadata"]["name"]] = ev.type != "DELETED" and phase not in ("Succeeded", "Failed")
+                _note_failures(o, outcome)
+            # Finished: the rows already sent (the last pod states) are printed, then it returns.
+            if outcome.state and queue.empty():
+                await asyncio.sleep(0.2)
+                if queue.empty():
+                    break
     finally:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    out.print(f"{kind.lower()}/{name} {finished}", markup=False)
-    return 0 if finished == "Succeeded" else 1
+    out.print(f"{kind.lower()}/{name} {outcome.state}", markup=False)
+    return outcome

@@ -33,7 +33,8 @@ from .conditions import (
 from ...api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from ...api.objects import stopped_by_shutdown
 from .fields import (
-    annotations, as_dict, as_int, as_str, is_deleting, name, namespace, owner_reference, pod_phase, run_policy, status,
+    annotations, as_dict, as_int, as_str, container_statuses, is_deleting, name, namespace, owner_reference, pod_phase,
+    run_policy, status,
 )
 from .plan import Plan, ReconcileOptions
 from .pods import build_pod, build_service, replica_selector, slots
@@ -247,11 +248,15 @@ def _run(ctx: _Ctx) -> None:
 
     rp = run_policy(job)
     limit = as_int(rp.get("backoffLimit"))
-    if limit is None or limit < 0:
+    defaulted = limit is None or limit < 0
+    if defaulted:
         limit = options.default_backoff_limit
     if book.total > limit:
+        given = f"backoffLimit {limit}" + (" (default)" if defaulted else "")
+        cause = _failure_cause(layout, book)
         _fail(ctx, "BackoffLimitExceeded",
-              f"Job {ctx.name} has failed because it has reached the specified backoff limit", book)
+              f"Job {ctx.name} has failed because it has reached the specified backoff limit "
+              f"({given}, restartCount {book.total}){cause}", book)
         return
     deadline = _deadline_left(ctx)
     if deadline is not None and deadline <= 0:
@@ -401,6 +406,33 @@ def _same_content(want: dict, have: dict) -> bool:
             return False
     have_labels = as_dict(as_dict(have.get("metadata")).get("labels"))
     return all(have_labels.get(k) == v for k, v in as_dict(as_dict(want.get("metadata")).get("labels")).items())
+
+
+def _failure_cause(layout: list, book: RestartBook) -> str:
+    """``: <the failure that was one too many>`` for the Failed message: the
+    first failed container (replica, pod, container, exit code, reason), a
+    pod-level failure (Evicted, ...), or the replica types deleted from outside."""
+    for rtype, _, n, pslots, _ in layout:
+        for slot in pslots[:n]:
+            for pod in slot:
+                for cs in container_statuses(pod, init=True) + container_statuses(pod):
+                    state = as_dict(cs.get("state"))
+                    term = as_dict(state.get("terminated"))
+                    if not term and as_dict(state.get("waiting")).get("reason") == "CrashLoopBackOff":
+                        term = as_dict(as_dict(cs.get("lastState")).get("terminated"))
+                    code = as_int(term.get("exitCode"))
+                    if term and code != 0:
+                        why = as_str(term.get("reason")) or "Error"
+                        msg = as_str(term.get("message"))
+                        return (f": {rtype} pod {name(pod)}, container {as_str(cs.get('name'))}, exited with code "
+                                f"{code} ({why}{': ' + msg if msg else ''})")
+                if pod_phase(pod) == "Failed":
+                    why = as_str(status(pod).get("reason")) or "Failed"
+                    msg = as_str(status(pod).get("message"))
+                    return f": {rtype} pod {name(pod)} failed ({why}{': ' + msg if msg else ''})"
+    if book.deleted_types:
+        return f": {', '.join(book.deleted_types)} replica(s) deleted"
+    return ""
 
 
 def _stopped_by_shutdown(pod: dict) -> bool:
