@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, DEFAULT_QUEUE, SCHEDULER_NAME
+from phalanx.api.objects import serves
 
 from . import resources as R
-from .config import serves
 from .snapshot import (ALLOCATED_STATUS, PENDING, PIPELINED, RELEASING, JobInfo, NodeInfo, PodCache, QueueTotals,
                        Snapshot, TaskInfo, _Builder, _node_resource_names, _pod_resource_names,
                        _podgroup_resource_names, _queue_resource_names)

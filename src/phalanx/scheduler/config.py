@@ -76,10 +76,5 @@ class SchedulerConfig:
         return max(n, self.minimum_feasible_nodes)
 
 
-def serves(names: frozenset[str], scheduler_name: object) -> bool:
-    """Whether a pod's spec.schedulerName is one of ``names`` (a malformed value is not)."""
-    return isinstance(scheduler_name, str) and scheduler_name in names
-
-
 # Volcano's own defaults, for comparison and tests.
 VOLCANO_DEFAULT_WEIGHTS = dict(binpack_weight=1.0, leastrequested_weight=1.0, balancedresource_weight=1.0)

@@ -29,10 +29,11 @@ from typing import Any, Callable
 
 from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE, VOLCANO_VERSION
 from phalanx.api.errors import AlreadyExists, ApiError, Conflict, NotFound
+from phalanx.api.objects import serves
 from phalanx.clock import Clock
 
 from .cache import SnapshotCache
-from .config import SchedulerConfig, serves
+from .config import SchedulerConfig
 from .session import SessionResult, check_config, run_session
 from .snapshot import Snapshot
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_TASK_SPEC, DEFAULT_QUEUE, SCHEDULER_NAME
+from phalanx.api.objects import serves
 from phalanx.api.quantity import parse_quantity
 from phalanx.clock import parse_time
 
 from . import resources as R
-from .config import serves
 
 if TYPE_CHECKING:
     from .fit_errors import FitErrors

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_QUEUE_NAME, PODGROUP_NAME_PREFIX, VOLCANO_VERSION
-from ...api.objects import controller_uid, owner_ref
+from ...api.objects import controller_uid, owner_ref, serves
 from ...api.quantity import format_resource_list, pod_requests
 
 Obj = dict[str, Any]
@@ -68,8 +68,7 @@ def needs_group(pod: Obj | None, scheduler_names: frozenset[str]) -> bool:
     if not isinstance(uid, str) or not uid:
         return False
     spec = pod.get("spec")
-    name = spec.get("schedulerName") if isinstance(spec, dict) else None
-    if not isinstance(name, str) or name not in scheduler_names:
+    if not isinstance(spec, dict) or not serves(scheduler_names, spec.get("schedulerName")):
         return False
     return not _annotations(pod).get(ANNOTATION_GROUP_NAME)
 
