@@ -41,9 +41,8 @@ class EmbeddedCluster:
     ``controllers=False`` / ``scheduler=False`` leave out the job controller /
     the gang scheduler with its podgroup controller, so that ``phalanx
     operator`` / ``phalanx scheduler`` can run them as separate processes over
-    HTTPS, as on a cluster; the
-    garbage collector (an API-server-side duty) and the node agents (playing
-    kubelet) always run.
+    HTTPS, as on a cluster; the garbage collector (an API-server-side duty)
+    and the node agents (playing kubelet) always run.
     """
 
     def __init__(
