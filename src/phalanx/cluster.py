@@ -20,12 +20,14 @@ from .config import ClusterConfig, load_config, make_private_dir
 from .controller.gc import GarbageCollector
 from .controller.job.controller import JobController
 from .controller.job.plan import ReconcileOptions
+from .controller.podgroup.controller import PodGroupController
 from .gctune import tune_gc
 from .node import commandcheck
 from .node.agent import AgentConfig, NodeAgent, ensure_node
 from .node.logjanitor import LogJanitor
 from .node.logs import LogProvider
 from .node.network import LocalNetwork
+from .scheduler.config import SchedulerConfig
 from .scheduler.scheduler import Scheduler
 from .store.store import Store
 
@@ -38,10 +40,10 @@ class EmbeddedCluster:
     ``persist=False`` keeps objects in memory only (tests, benchmarks); the
     state directory still holds pod logs and the local network table.
     ``controllers=False`` / ``scheduler=False`` leave out the job controller /
-    the gang scheduler, so that ``phalanx operator`` / ``phalanx scheduler``
-    can run them as separate processes over HTTPS, as on a cluster; the
-    garbage collector (an API-server-side duty) and the node agents (playing
-    kubelet) always run.
+    the gang scheduler with its podgroup controller, so that ``phalanx
+    operator`` / ``phalanx scheduler`` can run them as separate processes over
+    HTTPS, as on a cluster; the garbage collector (an API-server-side duty)
+    and the node agents (playing kubelet) always run.
     """
 
     def __init__(
@@ -76,7 +78,14 @@ class EmbeddedCluster:
             pod_wait_command=(sys.executable, "-m", "phalanx.node.podwait", "--home", str(self.home.absolute())),
         )
         self.gc = GarbageCollector(self.client)
-        self.scheduler: Scheduler | None = Scheduler(self.client, self.clock) if scheduler else None
+        # The gang scheduler and, as Volcano's controller manager runs beside it, the
+        # podgroup controller: both serve every name of ``config.scheduler_names``.
+        own_name, *other_names = self.config.scheduler_names
+        sched_config = SchedulerConfig(scheduler_name=own_name, extra_scheduler_names=tuple(other_names))
+        self.scheduler: Scheduler | None = (
+            Scheduler(self.client, self.clock, sched_config, name=own_name) if scheduler else None)
+        self.podgroups: PodGroupController | None = (
+            PodGroupController(self.client, sched_config.scheduler_names) if scheduler else None)
         self.jobs: JobController | None = (
             JobController(self.client, self.clock, options, workers=self.config.operator.workers)
             if controllers else None)
@@ -102,7 +111,8 @@ class EmbeddedCluster:
         # or the log janitor acts on them.
         for a in self.agents:
             await a.prepare()
-        components = [c for c in (self.gc, self.scheduler, self.jobs, self.log_janitor, *self.agents) if c is not None]
+        components = [c for c in (self.gc, self.podgroups, self.scheduler, self.jobs, self.log_janitor, *self.agents)
+                      if c is not None]
         for c in components:
             self._tasks.append(asyncio.create_task(c.run(), name=type(c).__name__))
         # Fail fast if a component died while starting.
@@ -127,7 +137,7 @@ class EmbeddedCluster:
         # The job controller and the scheduler stop first: the pods the agents
         # stop are marked stopped by the shutdown (not failed), and nothing must
         # act on that before the next start.
-        for c in (self.jobs, self.scheduler):
+        for c in (self.jobs, self.scheduler, self.podgroups):
             if c is not None:
                 r = c.stop()
                 if inspect.isawaitable(r):

@@ -39,6 +39,7 @@ from pathlib import Path
 import psutil
 import yaml
 
+from .api.constants import DEFAULT_SCHEDULER_NAME, SCHEDULER_NAME
 from .api.quantity import parse_quantity
 from .node.gpus import detect_gpus
 from .node.pyenv import PythonEnvironment, check_prefix
@@ -110,6 +111,11 @@ class ClusterConfig:
     agent: AgentSettings = field(default_factory=AgentSettings)
     operator: OperatorSettings = field(default_factory=OperatorSettings)
     environments: list[PythonEnvironment] = field(default_factory=list)
+    # The schedulerNames the embedded gang scheduler serves (the first is its
+    # own name, which job pods carry). It is the cluster's only scheduler, so
+    # it serves the apiserver's default too: a pod is never left Pending for
+    # its schedulerName. Pods without a PodGroup get one of their own.
+    scheduler_names: tuple[str, ...] = (SCHEDULER_NAME, DEFAULT_SCHEDULER_NAME)
 
 
 def _fmt_cpu(cpu: float) -> str:

@@ -487,9 +487,10 @@ def test_pod_defaults_are_minimal() -> None:
     out = admit(p)
     assert out["spec"] == {"containers": [{"name": "main", "image": "busybox",
                                            "ports": [{"containerPort": 8080, "protocol": "TCP"}]}],
-                           "restartPolicy": "Always", "terminationGracePeriodSeconds": 30}
+                           "restartPolicy": "Always", "schedulerName": "default-scheduler",
+                           "terminationGracePeriodSeconds": 30}
     assert out["status"] == {"phase": "Pending"}
-    assert "schedulerName" not in out["spec"]
+    assert admit(pod(schedulerName="volcano"))["spec"]["schedulerName"] == "volcano"  # a given name is kept
     running = {**out, "status": {"phase": "Running"}}
     assert admit(running, out)["status"] == {"phase": "Running"}  # status kept as given
 

@@ -20,6 +20,7 @@ from phalanx.api.registry import by_kind
 from phalanx.client.local import LocalClient
 from phalanx.clock import Clock, FakeClock
 from phalanx.controller.gc import GarbageCollector
+from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
 from phalanx.deploy.apply import apply_objects
@@ -347,6 +348,30 @@ async def test_the_cluster_roles_suffice_to_run_the_seed_job(tmp_path):
     # The job's own path went through the rules the installer grants.
     assert ("", "pods/binding", "create") in scheduler.used
     assert ("kubeflow.org", "pytorchjobs/status", "update") in operator.used
+
+
+@pytest.mark.timeout(30)
+async def test_the_scheduler_role_suffices_for_its_podgroup_controller():
+    store = Store(None, FakeClock(), admission=admit)
+    raw = LocalClient(store)
+    scheduler = Authorizing(raw, SCHEDULER_RULES, "system:serviceaccount:phalanx-system:phalanx-scheduler")
+    groups = PodGroupController(scheduler, {"volcano"})
+    task = asyncio.create_task(groups.run())
+    try:
+        pod = await raw.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "namespace": "default"},
+                                "spec": {"schedulerName": "volcano",
+                                         "containers": [{"name": "main", "image": "busybox"}]}})
+        for _ in range(500):
+            got = await raw.get("Pod", "bare", "default")
+            if (got["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name"):
+                break
+            await asyncio.sleep(0.01)
+        assert got["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == f"podgroup-{pod['metadata']['uid']}"
+    finally:
+        await groups.stop()
+        await asyncio.wait_for(task, 5)
+    assert scheduler.denied == []
+    assert {("", "pods", "patch"), ("scheduling.volcano.sh", "podgroups", "create")} <= scheduler.used
 
 
 async def test_apply_creates_then_configures():

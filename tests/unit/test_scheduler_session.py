@@ -581,3 +581,11 @@ def test_gang_without_container_requests_is_placed():
     w = T.World([T.node("n1")], [T.queue("default"), T.queue("root")], [T.podgroup("j", 4, phase="Inqueue")], pods)
     r = _run(w.snapshot(), now=datetime(2026, 1, 1, tzinfo=timezone.utc))
     assert sorted(b[1] for b in r.bindings) == ["j-master-0", "j-worker-0", "j-worker-1", "j-worker-2"]
+
+
+def test_extra_scheduler_names_are_served_too():
+    w = World([node("n1")], [queue()], [podgroup("one", 1, phase="Inqueue")],
+              [pod("one-worker-0", "one", scheduler="default-scheduler")])
+    assert run(w).bindings == []  # volcano alone leaves it to another scheduler
+    served = SchedulerConfig(extra_scheduler_names=("default-scheduler",))
+    assert run(w, served, scheduler_names=served.scheduler_names).bindings == [("default", "one-worker-0", "n1")]

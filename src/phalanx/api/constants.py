@@ -7,6 +7,10 @@ LABEL_JOB_NAME = "training.kubeflow.org/job-name"
 LABEL_JOB_ROLE = "training.kubeflow.org/job-role"
 
 ANNOTATION_GROUP_NAME = "scheduling.k8s.io/group-name"
+# Volcano: the queue of the PodGroup made for a pod that has none (apis labels.go QueueNameAnnotationKey).
+ANNOTATION_QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+# Volcano batch PodgroupNamePrefix: a pod's own PodGroup is "podgroup-<owner or pod uid>".
+PODGROUP_NAME_PREFIX = "podgroup-"
 ANNOTATION_TASK_SPEC = "volcano.sh/task-spec"
 ANNOTATION_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -23,6 +27,8 @@ ANNOTATION_NO_RESTART = "phalanx.dev/no-restart"
 ANNOTATION_NO_RESTART_ON_FAILURE = "phalanx.dev/no-restart-on-failure"
 
 SCHEDULER_NAME = "volcano"
+# What the apiserver puts in spec.schedulerName of a pod that names none.
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
 DEFAULT_QUEUE = "default"
 ROOT_QUEUE = "root"
 DEFAULT_NAMESPACE = "default"

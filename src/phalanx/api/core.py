@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from .constants import DEFAULT_SCHEDULER_NAME
 from .errors import FieldError
 from .meta import (
     FreeDict,
@@ -357,11 +358,14 @@ def default_container_ports(pod_spec: dict[str, Any]) -> None:
 
 
 def default_pod(pod: dict[str, Any], creating: bool) -> None:
-    """Minimal pod defaults: restartPolicy Always, a 30 s grace period, TCP
-    ports, and phase Pending for a new pod without a status."""
+    """Minimal pod defaults: restartPolicy Always, schedulerName
+    default-scheduler, a 30 s grace period, TCP ports, and phase Pending for a
+    new pod without a status."""
     spec = pod.setdefault("spec", {})
     if not spec.get("restartPolicy"):
         spec["restartPolicy"] = "Always"
+    if not spec.get("schedulerName"):
+        spec["schedulerName"] = DEFAULT_SCHEDULER_NAME
     spec.setdefault("terminationGracePeriodSeconds", DEFAULT_TERMINATION_GRACE_PERIOD)
     default_container_ports(spec)
     if creating:

@@ -55,6 +55,11 @@ def controller_uid(obj: Obj) -> str | None:
     return None
 
 
+def serves(scheduler_names: frozenset[str], scheduler_name: object) -> bool:
+    """Whether a pod's spec.schedulerName is one of ``scheduler_names`` (a malformed value is not)."""
+    return isinstance(scheduler_name, str) and scheduler_name in scheduler_names
+
+
 def is_deleting(obj: Obj) -> bool:
     return bool(obj.get("metadata", {}).get("deletionTimestamp"))
 

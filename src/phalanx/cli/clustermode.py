@@ -30,6 +30,7 @@ from ..clock import Clock
 from ..config import phalanx_home
 from ..controller.job.controller import JobController
 from ..controller.job.plan import ReconcileOptions
+from ..controller.podgroup.controller import PodGroupController
 from ..node.network import nss_wrapper_available
 from ..scheduler.config import SchedulerConfig
 from ..scheduler.scheduler import Scheduler
@@ -242,14 +243,24 @@ class SchedulerSettings:
 
 async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Callable[[str], None],
                         stop_event: asyncio.Event | None = None) -> int:
-    """The gang scheduler until signalled: schedules pods whose schedulerName is its own."""
+    """The gang scheduler until signalled: schedules pods whose schedulerName is its
+    own, and (Volcano's controller manager's part) gives those without a PodGroup one."""
     client = conn.client("phalanx-scheduler")
     try:
         config = SchedulerConfig(scheduler_name=settings.scheduler_name, default_queue=settings.default_queue)
         sched = Scheduler(client, Clock(), config, name=settings.scheduler_name, period=settings.period)
+        groups = PodGroupController(client, config.scheduler_names)
         say(f"phalanx scheduler: {client.server}; scheduler name {settings.scheduler_name}; "
             f"default queue {settings.default_queue}")
-        await run_until_signalled(sched.run, sched.stop, stop_event)
+
+        async def run_both() -> None:
+            await asyncio.gather(sched.run(), groups.run())
+
+        async def stop_both() -> None:
+            sched.stop()
+            await groups.stop()
+
+        await run_until_signalled(run_both, stop_both, stop_event)
         return 0
     finally:
         await client.close()

@@ -18,7 +18,12 @@ Nodes):
   create, ``pods/status`` update/patch (the PodScheduled condition),
   PodGroups get/list/watch/update (no status subresource: whole object),
   Queues get/list/watch/create (root and default) and ``queues/status``
-  update, Events create/patch.
+  update, Events create/patch; for its podgroup controller (a PodGroup for
+  each of its pods that has none), pods patch (the group-name annotation),
+  PodGroups create and ``pods/finalizers`` update (the group's
+  ownerReference to its pod blocks the pod's deletion, which
+  OwnerReferencesPermissionEnforcement allows only to who may set the
+  pod's finalizers; Volcano's controllers hold the same).
 """
 from __future__ import annotations
 
@@ -47,10 +52,11 @@ OPERATOR_RULES: list[dict[str, Any]] = [
 
 SCHEDULER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": READ},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": READ},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "patch"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update", "patch"]},
-    {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": [*READ, "update"]},
+    {"apiGroups": [""], "resources": ["pods/finalizers"], "verbs": ["update"]},
+    {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": [*READ, "create", "update"]},
     {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": [*READ, "create"]},
     {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues/status"], "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, DEFAULT_QUEUE, SCHEDULER_NAME
+from phalanx.api.objects import serves
 
 from . import resources as R
 from .snapshot import (ALLOCATED_STATUS, PENDING, PIPELINED, RELEASING, JobInfo, NodeInfo, PodCache, QueueTotals,
@@ -110,10 +111,11 @@ class SnapshotCache:
     """``put``/``delete`` objects as they change; ``build()`` a Snapshot per session."""
 
     def __init__(self, priority_classes: dict[str, int] | None = None, default_queue: str = DEFAULT_QUEUE,
-                 scheduler_name: str = SCHEDULER_NAME, pod_cache: PodCache | None = None) -> None:
+                 scheduler_names: frozenset[str] = frozenset({SCHEDULER_NAME}),
+                 pod_cache: PodCache | None = None) -> None:
         self.priority_classes = dict(priority_classes or {})
         self.default_queue = default_queue
-        self.scheduler_name = scheduler_name
+        self.scheduler_names = frozenset(scheduler_names)
         self.pod_cache = pod_cache if pod_cache is not None else PodCache()
         self._objs: dict[str, dict[ObjKey, dict]] = {k: {} for k in KINDS}
         self._owner: dict[ObjKey, RecordKey] = {}                 # pod -> its record
@@ -212,7 +214,7 @@ class SnapshotCache:
             spec = pod.get("spec") or {}
             ann = _meta(pod).get("annotations") or {}
             group = ann.get(ANNOTATION_GROUP_NAME) if isinstance(ann, dict) else None
-            if isinstance(spec, dict) and spec.get("schedulerName") == self.scheduler_name and group \
+            if isinstance(spec, dict) and serves(self.scheduler_names, spec.get("schedulerName")) and group \
                     and isinstance(group, str):
                 return ("job", ns, group)
         except AttributeError:
@@ -222,7 +224,7 @@ class SnapshotCache:
     # ---------------------------------------------------------------- build
     def build(self) -> Snapshot:
         """A Snapshot for one session (which may change it freely)."""
-        builder = _Builder(self.priority_classes, self.default_queue, self.scheduler_name, self.pod_cache)
+        builder = _Builder(self.priority_classes, self.default_queue, self.scheduler_names, self.pod_cache)
         dims = R.Dims(n for n, c in self._name_counts.items() if c > 0 and R.is_scheduling_resource(n))
         if self._dims is None or dims.names != self._dims.names:
             self._reset(dims)

@@ -44,12 +44,21 @@ class SchedulerConfig:
     # overcommit: values below 1 fall back to 1.2, as Volcano.
     overcommit_factor: float = 1.2
     default_queue: str = DEFAULT_QUEUE
+    # The pods placed are those whose spec.schedulerName is ``scheduler_name``
+    # or one of ``extra_scheduler_names`` (Volcano's --scheduler-name is a
+    # list); the first is also the name the scheduler reports events under.
     scheduler_name: str = SCHEDULER_NAME
+    extra_scheduler_names: tuple[str, ...] = ()
     # Volcano --minimum-feasible-nodes / --minimum-percentage-nodes-to-find /
     # --percentage-nodes-to-find (0 = adaptive).
     minimum_feasible_nodes: int = 100
     minimum_percentage_nodes_to_find: int = 5
     percentage_nodes_to_find: int = 0
+
+    @property
+    def scheduler_names(self) -> frozenset[str]:
+        """Every schedulerName whose pods this scheduler places."""
+        return frozenset((self.scheduler_name, *self.extra_scheduler_names))
 
     def plugin_enabled(self, name: str) -> bool:
         return any(name in tier for tier in self.tiers)

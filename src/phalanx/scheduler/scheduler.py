@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE, VOLCANO_VERSION
 from phalanx.api.errors import AlreadyExists, ApiError, Conflict, NotFound
+from phalanx.api.objects import serves
 from phalanx.clock import Clock
 
 from .cache import SnapshotCache
@@ -139,7 +140,7 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._stopping = False
         self._recorder: Any = None
-        self._cache = SnapshotCache(self.priority_classes, self.config.default_queue, self.config.scheduler_name)
+        self._cache = SnapshotCache(self.priority_classes, self.config.default_queue, self.config.scheduler_names)
         self._assumed: dict[tuple[str, str], tuple[str, str, float]] = {}  # (ns, pod) -> (uid, node, at)
         self._written: dict[tuple[str, str | None, str], Obj] = {}         # objects as we last wrote them
         self._event_memory: OrderedDict[Any, dict[tuple[str, str], str]] = OrderedDict()
@@ -247,7 +248,7 @@ class Scheduler:
         if type_ != "MODIFIED" or old is None:
             if kind == "Pod":
                 spec = obj.get("spec") or {}
-                return spec.get("schedulerName") == self.config.scheduler_name or bool(spec.get("nodeName"))
+                return serves(self._cache.scheduler_names, spec.get("schedulerName")) or bool(spec.get("nodeName"))
             return True
         if kind == "Pod":
             return _pod_signature(obj) != _pod_signature(old)

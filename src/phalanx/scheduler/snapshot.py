@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_TASK_SPEC, DEFAULT_QUEUE, SCHEDULER_NAME
+from phalanx.api.objects import serves
 from phalanx.api.quantity import parse_quantity
 from phalanx.clock import parse_time
 
@@ -370,12 +371,12 @@ class Snapshot:
         pods: list[dict],
         priority_classes: dict[str, int] | None = None,
         default_queue: str = DEFAULT_QUEUE,
-        scheduler_name: str = SCHEDULER_NAME,
+        scheduler_names: frozenset[str] = frozenset({SCHEDULER_NAME}),
         pod_cache: "PodCache | None" = None,
     ) -> "Snapshot":
         """``pod_cache`` (kept by the shell across sessions) saves re-parsing
         the quantities of pods that did not change."""
-        return _Builder(priority_classes or {}, default_queue, scheduler_name, pod_cache).build(
+        return _Builder(priority_classes or {}, default_queue, frozenset(scheduler_names), pod_cache).build(
             nodes, queues, podgroups, pods)
 
 
@@ -449,12 +450,12 @@ def _container_resource_names(spec: Mapping[str, Any]) -> Iterable[str]:
 
 
 class _Builder:
-    def __init__(self, priority_classes: dict[str, int], default_queue: str, scheduler_name: str,
+    def __init__(self, priority_classes: dict[str, int], default_queue: str, scheduler_names: frozenset[str],
                  pod_cache: PodCache | None = None) -> None:
         self.pod_cache = pod_cache
         self.priority_classes = priority_classes
         self.default_queue = default_queue
-        self.scheduler_name = scheduler_name
+        self.scheduler_names = scheduler_names
         self.skipped: list[str] = []
         # tasks with equal keys share predicate/score verdicts: one numbering per session
         self.spec_keys: dict[Any, int] = {}
@@ -638,7 +639,7 @@ class _Builder:
                     raise ValueError("metadata.namespace: must be a string")
                 status = task_status_of(p)
                 node_name = spec.get("nodeName") or ""
-                ours = spec.get("schedulerName") == self.scheduler_name
+                ours = serves(self.scheduler_names, spec.get("schedulerName"))
                 group = (meta.get("annotations") or {}).get(ANNOTATION_GROUP_NAME)
                 job = jobs.get((ns, group)) if ours and group else None
                 on_node = nodes.get(node_name) if node_name else None
