@@ -67,7 +67,7 @@ from phalanx.clock import Clock
 from phalanx.store.patch import JsonPatchError, json_patch, merge_patch
 from phalanx.store.store import PatchRejected
 
-from . import discovery, fieldvalidation, paging, streams, tables
+from . import discovery, fieldvalidation, paging, protobuf, streams, tables
 from .auth import bearer_auth
 from .deleteoptions import effective_policy, parse_delete_options
 from .openapi import openapi_v3_reply
@@ -301,11 +301,20 @@ def _decode(raw: bytes, media: str) -> Any:
         raise BadRequest(f"the request body is not valid JSON: {e}") from None
 
 
-async def _object_body(request: web.Request) -> dict[str, Any]:
+_JSON_MEDIA = ("", "application/json", "*/*", "application/yaml", "application/x-yaml", "text/yaml")
+
+
+async def _object_body(request: web.Request, rt: ResourceType) -> dict[str, Any]:
+    """The request's object: JSON, YAML, or (built-in kinds, as kubectl's typed
+    clients send them) Kubernetes protobuf, read into the same JSON dict."""
     media = _media_type(request)
-    if media not in ("", "application/json", "*/*", "application/yaml", "application/x-yaml", "text/yaml"):
+    proto = protobuf.supports_group(rt.group)
+    if media == protobuf.MEDIA_TYPE and proto:
+        return protobuf.decode_object(await _read_body(request), rt.kind)
+    if media not in _JSON_MEDIA:
+        accepted = "application/json, application/yaml" + (f", {protobuf.MEDIA_TYPE}" if proto else "")
         raise _UnsupportedMedia(f"the body of the request was in an unknown format - accepted media types "
-                                f"include: application/json, application/yaml")
+                                f"include: {accepted}")
     body = _decode(await _read_body(request), media)
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
@@ -465,7 +474,7 @@ def _drop_unknown(request: web.Request, obj: dict[str, Any]) -> dict[str, Any]:
 async def _create(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     mode = _field_validation(request)
-    obj = await _object_body(request)
+    obj = await _object_body(request, route.rt)
     _fill_identity(obj, route)
     name = obj["metadata"].get("name")
     if isinstance(name, str):
@@ -505,7 +514,7 @@ async def _get(request: web.Request, route: Route) -> web.StreamResponse:
 async def _update(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     mode = _field_validation(request)
-    obj = await _object_body(request)
+    obj = await _object_body(request, route.rt)
     _fill_identity(obj, route)
     if _dry_run(request):
         raise BadRequest("dryRun is supported on create only")
@@ -612,7 +621,10 @@ async def _delete(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     rt = route.rt
     raw = await _read_body(request)
-    body = _decode(raw, "application/json") if raw.strip() else None
+    if raw.strip() and _media_type(request) == protobuf.MEDIA_TYPE:
+        body: Any = protobuf.decode_object(raw, "DeleteOptions")
+    else:
+        body = _decode(raw, "application/json") if raw.strip() else None
     options = parse_delete_options(body, request.query)
     if options.dry_run:
         raise BadRequest("dryRun is supported on create only")
@@ -646,7 +658,7 @@ async def _delete(request: web.Request, route: Route) -> web.StreamResponse:
 
 async def _bind(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
-    body = await _object_body(request)
+    body = await _object_body(request, route.rt)
     target = body.get("target")
     node = target.get("name") if isinstance(target, dict) else None
     if not isinstance(node, str) or not node:
