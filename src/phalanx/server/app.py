@@ -3,7 +3,9 @@
 ``make_app(client, token, log_provider)`` serves ``/api/v1/...`` and
 ``/apis/<group>/<version>/...`` (namespaced and cluster-scoped collections and
 items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``), watch
-streams, ``/version``, health, legacy discovery and ``/openapi/v3``. Every
+streams, ``/version``, health, legacy discovery, ``/openapi/v3`` and
+``/openapi/v2`` (``openapi_v2``). Built-in kinds may be sent as Kubernetes
+protobuf (``protobuf``), as kubectl's typed clients do; answers are JSON. Every
 request needs the bearer token; every error is a Kubernetes ``Status`` with the
 apiserver's code and wording, and bad input never yields a 5xx. ``serve``
 listens on loopback or a unix socket only, over HTTPS when given a TLS context
@@ -67,7 +69,7 @@ from phalanx.clock import Clock
 from phalanx.store.patch import JsonPatchError, json_patch, merge_patch
 from phalanx.store.store import PatchRejected
 
-from . import discovery, fieldvalidation, paging, protobuf, streams, tables
+from . import discovery, fieldvalidation, openapi_v2, paging, protobuf, streams, tables
 from .auth import bearer_auth
 from .deleteoptions import effective_policy, parse_delete_options
 from .openapi import openapi_v3_reply
@@ -729,7 +731,9 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     if head == "openapi":
         if len(segments) >= 2 and segments[1] == "v3" and method == "GET":
             return _openapi_v3(request, "/".join(segments[2:]))
-        return _not_found_response()  # /openapi/v2 too: kubectl falls back to its compiled-in types
+        if len(segments) == 2 and segments[1] == "v2" and method == "GET":
+            return _openapi_v2(request)
+        return _not_found_response()
     if head == "api":
         if len(segments) == 1:
             return json_response(discovery.api_versions(_server_address(request)))
@@ -765,6 +769,15 @@ def _openapi_v3(request: web.Request, subpath: str) -> web.StreamResponse:
     if reply is None:
         return _not_found_response()
     return web.Response(status=reply.status, headers=reply.headers, body=reply.body)
+
+
+def _openapi_v2(request: web.Request) -> web.StreamResponse:
+    """gnostic's protobuf when Accept names it (kubectl), else JSON."""
+    headers = {"Vary": "Accept", "Cache-Control": "no-cache, private"}
+    if openapi_v2.PROTOBUF_MEDIA in (request.headers.get("Accept") or ""):
+        return web.Response(body=openapi_v2.openapi_v2_protobuf(),
+                            headers={**headers, "Content-Type": openapi_v2.PROTOBUF_CONTENT_TYPE})
+    return web.Response(body=openapi_v2.openapi_v2_json(), headers={**headers, "Content-Type": "application/json"})
 
 
 ACCESS_LOG = web.AppKey("access_log", object)
