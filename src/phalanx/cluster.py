@@ -21,6 +21,7 @@ from .controller.gc import GarbageCollector
 from .controller.job.controller import JobController
 from .controller.job.plan import ReconcileOptions
 from .controller.podgroup.controller import PodGroupController
+from .controller.namespaces import NamespaceController
 from .gctune import tune_gc
 from .node import commandcheck
 from .node.agent import AgentConfig, NodeAgent, ensure_node
@@ -29,6 +30,7 @@ from .node.logs import LogProvider
 from .node.network import LocalNetwork
 from .scheduler.config import SchedulerConfig
 from .scheduler.scheduler import Scheduler
+from .store.namespaces import SYSTEM_NAMESPACES, NamespaceLifecycle
 from .store.store import Store
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,8 @@ class EmbeddedCluster:
         self.clock = clock or Clock()
         self.store = Store(self.home / "state.db" if persist else None, self.clock, admission=admit, group_commit=True)
         self.network = LocalNetwork(self.home)
+        # First: nothing is allocated for an object refused for its namespace.
+        self.store.add_admission_plugin(NamespaceLifecycle(self.store))
         self.store.add_admission_plugin(self.network.admission_plugin)
         self.store.add_admission_plugin(commandcheck.admission_plugin)
         self.client = LocalClient(self.store)
@@ -86,6 +90,7 @@ class EmbeddedCluster:
             Scheduler(self.client, self.clock, sched_config, name=own_name) if scheduler else None)
         self.podgroups: PodGroupController | None = (
             PodGroupController(self.client, sched_config.scheduler_names) if scheduler else None)
+        self.namespaces = NamespaceController(self.client)
         self.jobs: JobController | None = (
             JobController(self.client, self.clock, options, workers=self.config.operator.workers)
             if controllers else None)
@@ -102,17 +107,17 @@ class EmbeddedCluster:
 
     async def start(self) -> None:
         tune_gc()
+        for name in SYSTEM_NAMESPACES:
+            await self._ensure_namespace(name)
         for n in self.config.nodes:
             await ensure_node(self.client, n.name, n.capacity())
-        for name in ("default",):
-            await self._ensure_namespace(name)
         # Pods still running under their shims (the control plane was stopped
         # with kill_pods=False, or crashed) are adopted before any controller
         # or the log janitor acts on them.
         for a in self.agents:
             await a.prepare()
-        components = [c for c in (self.gc, self.podgroups, self.scheduler, self.jobs, self.log_janitor, *self.agents)
-                      if c is not None]
+        components = [c for c in (self.gc, self.namespaces, self.podgroups, self.scheduler, self.jobs,
+                                  self.log_janitor, *self.agents) if c is not None]
         for c in components:
             self._tasks.append(asyncio.create_task(c.run(), name=type(c).__name__))
         # Fail fast if a component died while starting.
@@ -144,7 +149,7 @@ class EmbeddedCluster:
                     await r
         for a in self.agents:
             await a.stop(kill_pods=kill_pods)
-        for c in (self.gc, self.log_janitor):
+        for c in (self.gc, self.namespaces, self.log_janitor):
             if c is None:
                 continue
             r = c.stop()

@@ -96,6 +96,8 @@ _KINDS: dict[str, _Kind] = {
     "Namespace": _Kind(core.Namespace, name_is_dns1123_label, default=_default_namespace),
     "Event": _Kind(core.Event, name_is_dns1123_subdomain),
     "ConfigMap": _Kind(core.ConfigMap, name_is_dns1123_subdomain),
+    "Secret": _Kind(core.Secret, name_is_dns1123_subdomain, default=lambda obj, old: core.default_secret(obj),
+                    validate=lambda obj, old: core.validate_secret(obj)),
     "PyTorchJob": _Kind(kubeflow.PyTorchJob, name_is_dns1123_subdomain,
                         default=_default_job(kubeflow.PYTORCH), validate=_validate_job(kubeflow.PYTORCH)),
     "TFJob": _Kind(kubeflow.TFJob, name_is_dns1123_subdomain,

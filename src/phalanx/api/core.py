@@ -8,6 +8,8 @@ runtime needs (containers, env, ports, resources) are typed, the rest
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Any, Literal
 
@@ -297,6 +299,39 @@ class ConfigMap(K8sModel):
     data: dict[str, str] | None = None
     binary_data: dict[str, str] | None = None
     immutable: bool | None = None
+
+
+class Secret(K8sModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["Secret"] = "Secret"
+    metadata: ObjectMeta | None = None
+    data: dict[str, str] | None = None
+    string_data: dict[str, str] | None = None
+    type: str | None = None
+    immutable: bool | None = None
+
+
+def default_secret(obj: dict[str, Any]) -> None:
+    """As the apiserver: ``type`` defaults to Opaque; ``stringData`` (write-only) is
+    merged into ``data`` base64-encoded, its keys winning."""
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
+    string_data = obj.pop("stringData", None)
+    if string_data:
+        data = obj.get("data") or {}
+        data.update({k: base64.b64encode(v.encode("utf-8")).decode("ascii") for k, v in string_data.items()})
+        obj["data"] = data
+
+
+def validate_secret(obj: dict[str, Any]) -> list[FieldError]:
+    errs = []
+    for key, value in (obj.get("data") or {}).items():
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            errs.append(FieldError(f"data[{key}]", "Invalid", "must be base64-encoded (illegal base64 data)",
+                                   "<secret value>"))
+    return errs
 
 
 class ObjectReference(K8sModel):

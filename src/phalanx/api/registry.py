@@ -42,6 +42,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("MPIJob", "kubeflow.org/v1", "mpijobs", "mpijob", categories=("all", "kubeflow")),
     # What an MPIJob's launcher reads (hostfile, rsh agent): kept as given, data only.
     ResourceType("ConfigMap", "v1", "configmaps", "configmap", short_names=("cm",), has_status=False),
+    ResourceType("Secret", "v1", "secrets", "secret", has_status=False),
     # Volcano's PodGroup CRD has no status subresource: the scheduler writes the whole object.
     ResourceType("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups", "podgroup",
                  short_names=("pg", "podgroup-v1beta1"), has_status=False),

@@ -3,7 +3,9 @@
 ``make_app(client, token, log_provider)`` serves ``/api/v1/...`` and
 ``/apis/<group>/<version>/...`` (namespaced and cluster-scoped collections and
 items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``), watch
-streams, ``/version``, health, legacy discovery and ``/openapi/v3``. Every
+streams, ``/version``, health, legacy discovery, ``/openapi/v3`` and
+``/openapi/v2`` (``openapi_v2``). Built-in kinds may be sent as Kubernetes
+protobuf (``protobuf``), as kubectl's typed clients do; answers are JSON. Every
 request needs the bearer token; every error is a Kubernetes ``Status`` with the
 apiserver's code and wording, and bad input never yields a 5xx. ``serve``
 listens on loopback or a unix socket only, over HTTPS when given a TLS context
@@ -67,7 +69,7 @@ from phalanx.clock import Clock
 from phalanx.store.patch import JsonPatchError, json_patch, merge_patch
 from phalanx.store.store import PatchRejected
 
-from . import discovery, fieldvalidation, paging, streams, tables
+from . import discovery, fieldvalidation, openapi_v2, paging, protobuf, streams, tables
 from .auth import bearer_auth
 from .deleteoptions import effective_policy, parse_delete_options
 from .openapi import openapi_v3_reply
@@ -301,11 +303,20 @@ def _decode(raw: bytes, media: str) -> Any:
         raise BadRequest(f"the request body is not valid JSON: {e}") from None
 
 
-async def _object_body(request: web.Request) -> dict[str, Any]:
+_JSON_MEDIA = ("", "application/json", "*/*", "application/yaml", "application/x-yaml", "text/yaml")
+
+
+async def _object_body(request: web.Request, rt: ResourceType) -> dict[str, Any]:
+    """The request's object: JSON, YAML, or (built-in kinds, as kubectl's typed
+    clients send them) Kubernetes protobuf, read into the same JSON dict."""
     media = _media_type(request)
-    if media not in ("", "application/json", "*/*", "application/yaml", "application/x-yaml", "text/yaml"):
+    proto = protobuf.supports_group(rt.group)
+    if media == protobuf.MEDIA_TYPE and proto:
+        return protobuf.decode_object(await _read_body(request), rt.kind)
+    if media not in _JSON_MEDIA:
+        accepted = "application/json, application/yaml" + (f", {protobuf.MEDIA_TYPE}" if proto else "")
         raise _UnsupportedMedia(f"the body of the request was in an unknown format - accepted media types "
-                                f"include: application/json, application/yaml")
+                                f"include: {accepted}")
     body = _decode(await _read_body(request), media)
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
@@ -465,7 +476,7 @@ def _drop_unknown(request: web.Request, obj: dict[str, Any]) -> dict[str, Any]:
 async def _create(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     mode = _field_validation(request)
-    obj = await _object_body(request)
+    obj = await _object_body(request, route.rt)
     _fill_identity(obj, route)
     name = obj["metadata"].get("name")
     if isinstance(name, str):
@@ -505,7 +516,7 @@ async def _get(request: web.Request, route: Route) -> web.StreamResponse:
 async def _update(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     mode = _field_validation(request)
-    obj = await _object_body(request)
+    obj = await _object_body(request, route.rt)
     _fill_identity(obj, route)
     if _dry_run(request):
         raise BadRequest("dryRun is supported on create only")
@@ -612,7 +623,10 @@ async def _delete(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     rt = route.rt
     raw = await _read_body(request)
-    body = _decode(raw, "application/json") if raw.strip() else None
+    if raw.strip() and _media_type(request) == protobuf.MEDIA_TYPE:
+        body: Any = protobuf.decode_object(raw, "DeleteOptions")
+    else:
+        body = _decode(raw, "application/json") if raw.strip() else None
     options = parse_delete_options(body, request.query)
     if options.dry_run:
         raise BadRequest("dryRun is supported on create only")
@@ -646,7 +660,7 @@ async def _delete(request: web.Request, route: Route) -> web.StreamResponse:
 
 async def _bind(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
-    body = await _object_body(request)
+    body = await _object_body(request, route.rt)
     target = body.get("target")
     node = target.get("name") if isinstance(target, dict) else None
     if not isinstance(node, str) or not node:
@@ -717,7 +731,9 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     if head == "openapi":
         if len(segments) >= 2 and segments[1] == "v3" and method == "GET":
             return _openapi_v3(request, "/".join(segments[2:]))
-        return _not_found_response()  # /openapi/v2 too: kubectl falls back to its compiled-in types
+        if len(segments) == 2 and segments[1] == "v2" and method == "GET":
+            return _openapi_v2(request)
+        return _not_found_response()
     if head == "api":
         if len(segments) == 1:
             return json_response(discovery.api_versions(_server_address(request)))
@@ -753,6 +769,15 @@ def _openapi_v3(request: web.Request, subpath: str) -> web.StreamResponse:
     if reply is None:
         return _not_found_response()
     return web.Response(status=reply.status, headers=reply.headers, body=reply.body)
+
+
+def _openapi_v2(request: web.Request) -> web.StreamResponse:
+    """gnostic's protobuf when Accept names it (kubectl), else JSON."""
+    headers = {"Vary": "Accept", "Cache-Control": "no-cache, private"}
+    if openapi_v2.PROTOBUF_MEDIA in (request.headers.get("Accept") or ""):
+        return web.Response(body=openapi_v2.openapi_v2_protobuf(),
+                            headers={**headers, "Content-Type": openapi_v2.PROTOBUF_CONTENT_TYPE})
+    return web.Response(body=openapi_v2.openapi_v2_json(), headers={**headers, "Content-Type": "application/json"})
 
 
 ACCESS_LOG = web.AppKey("access_log", object)

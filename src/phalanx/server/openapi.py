@@ -35,7 +35,7 @@ _DEFS = "#/$defs/"
 
 KIND_MODELS: dict[str, type[BaseModel]] = {
     "Pod": core.Pod, "Service": core.Service, "Node": core.Node, "Event": core.Event,
-    "Namespace": core.Namespace, "ConfigMap": core.ConfigMap,
+    "Namespace": core.Namespace, "ConfigMap": core.ConfigMap, "Secret": core.Secret,
     "PyTorchJob": kubeflow.PyTorchJob, "TFJob": kubeflow.TFJob, "XGBoostJob": kubeflow.XGBoostJob,
     "PaddleJob": kubeflow.PaddleJob, "JAXJob": kubeflow.JAXJob, "MPIJob": kubeflow.MPIJob,
     "PodGroup": volcano.PodGroup, "Queue": volcano.Queue,

@@ -569,6 +569,11 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
                   "data": "Configuration data, UTF-8 strings by key.",
                   "binaryData": "Binary configuration data, base64-encoded by key.",
                   "immutable": "If true, the data cannot be updated (only the object deleted and recreated)."},
+    "Secret": {"": "Secret holds secret data of a certain type (stored as given, not encrypted).",
+               "data": "Secret data by key, each value base64-encoded.",
+               "stringData": "Write-only plain-text data, merged into data (base64-encoded) on write.",
+               "type": "Used to ease programmatic handling of secret data (default Opaque).",
+               "immutable": "If true, the data cannot be updated (only the object deleted and recreated)."},
     "NamespaceSpec": {"": "NamespaceSpec describes the attributes on a namespace.",
                       "finalizers": "Must be empty before the namespace is removed."},
     "Event": {

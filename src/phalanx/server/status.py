@@ -47,7 +47,17 @@ def error_status(err: ApiError, rt: ResourceType | None = None, name: str | None
     """``err.to_status()`` plus the ``details`` the apiserver adds for this kind of error."""
     status = err.to_status()
     details: dict[str, Any] = {}
-    if err.code in (404, 409) and rt is not None:
+    named = getattr(err, "resource", None)
+    if (err.code in (403, 404) and isinstance(named, str) and "/" not in named
+            and isinstance(getattr(err, "name", None), str)
+            and (err.code == 403 or rt is None or named.partition(".")[0] != rt.plural)):
+        # The error names its own object (``namespaces "x" not found`` on a create of a pod).
+        plural, _, group = named.partition(".")
+        details["name"] = err.name  # type: ignore[attr-defined]
+        if group:
+            details["group"] = group
+        details["kind"] = plural
+    elif err.code in (404, 409) and rt is not None:
         if name:
             details["name"] = name
         if rt.group:
