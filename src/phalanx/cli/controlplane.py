@@ -11,10 +11,7 @@ request is logged to ``$PHALANX_HOME/api-access.log``.
 """
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
-import logging.handlers
 import os
 import secrets
 import shlex
@@ -28,11 +25,16 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from ..cluster import EmbeddedCluster
 from ..config import make_private_dir, ClusterConfig, load_config, phalanx_home
+from .lazy import lazy_module
 
 if TYPE_CHECKING:
     from ..client.http import HttpClient
+    from ..client.rest import RestClient
+
+# Used by the control plane only, not by the commands that merely find it.
+asyncio = lazy_module("asyncio")
+logging = lazy_module("logging")
 
 API_FILE = "api.json"
 KUBECONFIG_FILE = "kubeconfig"
@@ -54,6 +56,12 @@ class Endpoint:
         from ..client.http import HttpClient
 
         return HttpClient(self.url, self.token, ca_cert=self.ca)
+
+    def rest(self) -> "RestClient":
+        """A blocking RestClient for this endpoint (what the CLI's object commands use)."""
+        from ..client.rest import RestClient
+
+        return RestClient(self.url, self.token, ca_cert=self.ca)
 
 
 def read_endpoint(home: Path) -> Endpoint | None:
@@ -89,6 +97,8 @@ def export_line(home: Path) -> str:
 
 def _access_logger(home: Path) -> logging.Logger:
     """A logger writing one line per API request to ``api-access.log`` (rotated)."""
+    import logging.handlers
+
     logger = logging.getLogger(f"phalanx.server.access.{os.getpid()}.{id(home)}")
     logger.setLevel(logging.INFO)
     logger.propagate = False
@@ -121,6 +131,10 @@ class ServedCluster:
 
     def __init__(self, home: Path, config: ClusterConfig | None = None, port: int = 0, *,
                  controllers: bool = True, scheduler: bool = True) -> None:
+        # The control plane's code is loaded by the commands that start one only, so the
+        # CLI's object commands (which just read api.json) start in kubectl's time.
+        from ..cluster import EmbeddedCluster
+
         self.home = home
         self.cluster = EmbeddedCluster(home, config, controllers=controllers, scheduler=scheduler)
         self.port = port
