@@ -447,6 +447,8 @@ class _Exec:
                     continue
                 if err is not None:
                     raise err
+                if not lefts:  # as kubectl 1.32: an item without the field does not match
+                    continue
                 if len(lefts) != 1:
                     raise JSONPathError("can only compare one element at a time")
                 rights = self.walk([item], node.right)

@@ -261,7 +261,7 @@ def _get(args: list[str], watch: bool, out: Output, namespace: str, all_namespac
             groups.append((rt, objs))
         all_objs = [o for _, objs in groups for o in objs]
         with_ns = all_namespaces and any(rt.namespaced for rt, _ in groups)
-        with_kind = len(targets) > 1 or (bool(args) and "/" in args[0])
+        with_kind = len(targets) > 1
         if out.kind in ("yaml", "json"):
             if all_objs or not single:
                 say(_dump(all_objs[0] if single and all_objs else printers.as_list(all_objs), out.kind))
