@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from phalanx.cli.main import _log_target, app
+from phalanx.cli.main import app
+from phalanx.cli.objects import log_target as _log_target
 
 
 @pytest.fixture(autouse=True)
@@ -32,9 +33,18 @@ def test_targets():
     (("widgets/x",), 'error: the server doesn\'t have a resource type "widgets"'),
     (("pytorchjob/",), "error: arguments in resource/name form must have a single resource and name"),
     (("pytorchjob/pytest", "--previous"), "error: --previous cannot be used with a job"),
-    (("pytest-worker-0",), "error: no Phalanx control plane is running"),
-    (("pytorchjob/pytest",), "error: no Phalanx control plane is running"),
+    (("..",), "error: name: Invalid value: '..'"),
+    (("pytest-worker-0", "-c", "a/b"), "error: container: Invalid value: 'a/b'"),
 ])
-def test_refusals(args, message):
+def test_refusals_are_invalid_input(args, message):
     r = logs(*args)
+    assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("target, message", [
+    ("pytest-worker-0", 'pods "pytest-worker-0" not found'),
+    ("pytorchjob/pytest", '"pytest" not found'),
+])
+def test_nothing_stored_without_a_control_plane(target, message):
+    r = logs(target)
     assert r.exit_code == 1 and message in r.output and "Traceback" not in r.output

@@ -6,6 +6,7 @@ Every error carries an HTTP code and a reason so the server can turn it into a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,22 @@ class Forbidden(ApiError):
 class Unauthorized(ApiError):
     code = 401
     reason = "Unauthorized"
+
+
+def json_type_name(v: Any) -> str:
+    """The JSON type of a value, as the apiserver names it in errors."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict):
+        return "object"
+    if isinstance(v, (list, tuple)):
+        return "array"
+    return type(v).__name__

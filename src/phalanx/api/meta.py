@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from .errors import FieldError
+from .errors import FieldError, json_type_name
 from .quantity import parse_quantity
 
 
@@ -32,25 +32,6 @@ class K8sModel(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """The JSON-shaped dict with wire names; unset (None) fields left out."""
         return self.model_dump(by_alias=True, exclude_none=True)
-
-
-def json_type_name(v: Any) -> str:
-    """The JSON type of a value, as the apiserver names it in errors."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, dict):
-        return "object"
-    if isinstance(v, (list, tuple)):
-        return "array"
-    return type(v).__name__
 
 
 def _quantity(v: Any) -> Any:

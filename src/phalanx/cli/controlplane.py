@@ -11,12 +11,9 @@ request is logged to ``$PHALANX_HOME/api-access.log``.
 """
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import http.client
 import json
-import logging
-import logging.handlers
 import os
 import secrets
 import shlex
@@ -31,11 +28,17 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from ..cluster import EmbeddedCluster
 from ..config import make_private_dir, ClusterConfig, load_config, phalanx_home
+from .lazy import lazy_module
 
 if TYPE_CHECKING:
     from ..client.http import HttpClient
+    from ..client.rest import RestClient
+    from ..cluster import EmbeddedCluster
+
+# Used by the control plane only, not by the commands that merely find it.
+asyncio = lazy_module("asyncio")
+logging = lazy_module("logging")
 
 API_FILE = "api.json"
 KUBECONFIG_FILE = "kubeconfig"
@@ -59,6 +62,12 @@ class Endpoint:
         from ..client.http import HttpClient
 
         return HttpClient(self.url, self.token, ca_cert=self.ca)
+
+    def rest(self) -> "RestClient":
+        """A blocking RestClient for this endpoint (what the CLI's object commands use)."""
+        from ..client.rest import RestClient
+
+        return RestClient(self.url, self.token, ca_cert=self.ca)
 
 
 def recorded_endpoint(home: Path) -> Endpoint | None:
@@ -230,6 +239,8 @@ def export_line(home: Path) -> str:
 
 def _access_logger(home: Path) -> logging.Logger:
     """A logger writing one line per API request to ``api-access.log`` (rotated)."""
+    import logging.handlers
+
     logger = logging.getLogger(f"phalanx.server.access.{os.getpid()}.{id(home)}")
     logger.setLevel(logging.INFO)
     logger.propagate = False
@@ -284,6 +295,8 @@ class ServedCluster:
         make_private_dir(self.home)
         if not await self._lock.acquire(self.lock_wait):
             raise AlreadyServed(f"another control plane (pid {self._lock.holder()}) serves {self.home}")
+        from ..cluster import EmbeddedCluster  # loaded by the commands that start a control plane only
+
         config, controllers, scheduler = self._cluster_args
         self.cluster = EmbeddedCluster(self.home, config, controllers=controllers, scheduler=scheduler)
         tls = ensure_tls(self.home / TLS_DIR)

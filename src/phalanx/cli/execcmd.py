@@ -10,7 +10,6 @@ Also runnable as ``python -m phalanx.cli.execcmd`` (same arguments).
 """
 from __future__ import annotations
 
-import argparse
 import errno
 import os
 import signal
@@ -21,8 +20,12 @@ from typing import List, NoReturn, Optional, Sequence
 
 import typer
 
-from ..node import execctx
+from .lazy import lazy_module
 from ..node.names import check_dns_label, check_dns_subdomain
+
+# Loaded when `phalanx exec` runs, not whenever the CLI starts.
+argparse = lazy_module("argparse")
+execctx = lazy_module("phalanx.node.execctx")
 
 POLL_INTERVAL = 0.1
 EXIT_ERROR = 1

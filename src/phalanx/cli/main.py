@@ -5,40 +5,49 @@ Every command talks to a control plane over its HTTP API (see
 """
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import shlex
-import subprocess
 import sys
-import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
-import yaml
-from rich.console import Console
 
 from ..api import registry
-from ..api.errors import AlreadyExists, ApiError, Forbidden, Invalid, NotFound
-from ..clock import Clock
-from . import printers
+from ..api.errors import ApiError, NotFound
+from . import objects
 from .controlplane import (
     ServedCluster, export_line, home as phalanx_home_dir, read_endpoint, running_endpoint, serve_forever, start_daemon,
     stop_daemon,
 )
+from .lazy import LazyConsole, lazy_module
+
+# Loaded by the commands that run a control plane or a job; the object commands need neither.
+asyncio = lazy_module("asyncio")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Run Kubeflow training jobs, gang-scheduled, on this machine.")
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+                  help="Run Kubeflow training jobs, gang-scheduled, on this machine.\n\n" + objects.EXIT_CODES_HELP)
+err = LazyConsole(stderr=True, highlight=False, soft_wrap=True)
+out = LazyConsole(highlight=False, soft_wrap=True)
 
-EXIT_INVALID = 2
+EXIT_INVALID = objects.EXIT_INVALID
 # Client rate limits of the cluster-mode processes (Volcano's scheduler defaults to 2000/2000,
 # client-go to 5/10; these suit a shared API server and keep gangs of hundreds of pods quick).
 DEFAULT_OPERATOR_QPS, DEFAULT_OPERATOR_BURST = 50.0, 100
 DEFAULT_SCHEDULER_QPS, DEFAULT_SCHEDULER_BURST = 200.0, 400
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        objects.version(client_only=False)
+        raise typer.Exit(objects.EXIT_OK)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                 help="print the client's version (and the server's, when one is running)"),
+) -> None:
+    pass
 
 
 # ---------------------------------------------------------------- helpers
@@ -51,22 +60,6 @@ def _fail(msg: str, code: int = 1) -> None:
 def _api_error_text(e: ApiError, verb: str | None = None, source: str | None = None) -> str:
     where = f'error when {verb} "{source}": ' if verb and source else ""
     return f"Error from server ({e.reason}): {where}{e.message}"
-
-
-def _connect():
-    home = phalanx_home_dir()
-    ep = read_endpoint(home)
-    if ep is None:
-        _fail("error: no Phalanx control plane is running; start one with `phalanx up` "
-              "(or run a job with `phalanx run FILE`)")
-    return ep.client()
-
-
-def _resource(kind_name: str) -> registry.ResourceType:
-    rt = registry.lookup(kind_name)
-    if rt is None:
-        _fail(f'error: the server doesn\'t have a resource type "{kind_name}"')
-    return rt
 
 
 def _ref(obj: dict) -> str:
@@ -132,20 +125,6 @@ async def _apply_one(client, doc: dict) -> str:
         return "unchanged"
     await client.update(new)
     return "configured"
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _print_table(kind: str, objs: list[dict], wide: bool, with_ns: bool) -> None:
-    headers = printers.columns(kind, wide, with_namespace=with_ns)
-    rows = [printers.row(o, kind, wide, _now(), with_namespace=with_ns) for o in objs]
-    out.print(printers.format_table(headers, rows), markup=False, end="")
-
-
-def _dump(obj: Any, fmt: str) -> str:
-    return printers.to_json(obj) if fmt == "json" else printers.to_yaml(obj)
 
 
 # ---------------------------------------------------------------- control plane
@@ -355,319 +334,9 @@ def install(
 
 # ---------------------------------------------------------------- objects
 
-@app.command()
-def apply(
-    filename: str = typer.Option(..., "-f", "--filename", help="manifest file, or - for stdin"),
-    namespace: Optional[str] = typer.Option(None, "-n", "--namespace"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="print the defaulted, validated objects; send nothing"),
-) -> None:
-    """Create or update the objects of a manifest file."""
-    docs = _load_and_check(filename, namespace)
-    if dry_run:
-        from ..api.admission import admit
-
-        for d in docs:
-            out.print("---\n" + _dump(admit(d), "yaml"), markup=False, end="")
-        return
-
-    async def go() -> None:
-        client = _connect()
-        try:
-            for d in docs:
-                try:
-                    verb = await _apply_one(client, d)
-                except ApiError as e:
-                    _fail(_api_error_text(e, "creating", filename), EXIT_INVALID if e.code in (400, 403, 422) else 1)
-                out.print(f"{_ref(d)} {verb}", markup=False)
-        finally:
-            await client.close()
-
-    asyncio.run(go())
-
-
-@app.command()
-def get(
-    kind: str = typer.Argument(..., help="pytorchjob, tfjob, xgboostjob, paddlejob, jaxjob, mpijob, podgroup/pg, "
-                                         "queue/q, pod/po, node/no, service/svc, event/ev, configmap/cm"),
-    name: Optional[str] = typer.Argument(None),
-    watch: bool = typer.Option(False, "-w", "--watch"),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="wide|yaml|json"),
-    namespace: str = typer.Option("default", "-n", "--namespace"),
-    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
-    selector: Optional[str] = typer.Option(None, "-l", "--selector"),
-) -> None:
-    """List objects, kubectl style."""
-    rt = _resource(kind)
-    if output not in (None, "wide", "yaml", "json"):
-        _fail(f'error: unable to match a printer suitable for the output format "{output}", '
-              "allowed formats are: json,wide,yaml")
-    wide = output == "wide"
-    ns = None if (all_namespaces or not rt.namespaced) else namespace
-
-    async def go() -> None:
-        client = _connect()
-        try:
-            if name:
-                try:
-                    objs = [await client.get(rt.kind, name, ns)]
-                except NotFound as e:
-                    _fail(_api_error_text(e))
-                rv = objs[0]["metadata"].get("resourceVersion")
-            else:
-                lst = await client.list(rt.kind, ns, label_selector=selector)
-                objs, rv = lst.items, lst.resource_version
-            with_ns = all_namespaces and rt.namespaced
-            if output in ("yaml", "json"):
-                out.print(_dump(objs[0] if name else printers.as_list(objs), output), markup=False, end="")
-            elif watch:
-                wp = printers.WatchPrinter(rt.kind, wide, with_namespace=with_ns)
-                if objs:
-                    out.print(wp.print(objs, _now()), markup=False, end="")
-            elif objs:
-                _print_table(rt.kind, objs, wide, with_ns)
-            else:
-                where = f" in {namespace} namespace" if rt.namespaced and not all_namespaces else ""
-                err.print(f"No resources found{where}.", markup=False)
-            if watch:
-                async for ev in client.watch(rt.kind, ns, resource_version=rv):
-                    if ev.type == "BOOKMARK":
-                        continue
-                    if name and ev.object.get("metadata", {}).get("name") != name:
-                        continue
-                    if output in ("yaml", "json"):
-                        out.print(_dump(ev.object, output), markup=False, end="")
-                    else:
-                        out.print(wp.print([ev.object], _now()), markup=False, end="")
-        finally:
-            await client.close()
-
-    try:
-        asyncio.run(go())
-    except KeyboardInterrupt:
-        pass
-
-
-@app.command()
-def describe(
-    kind: str = typer.Argument(...),
-    name: str = typer.Argument(...),
-    namespace: str = typer.Option("default", "-n", "--namespace"),
-) -> None:
-    """Show an object in detail, with its events (and, for a waiting job, why)."""
-    from . import describe as describe_mod
-
-    rt = _resource(kind)
-    ns = namespace if rt.namespaced else None
-
-    async def go() -> None:
-        client = _connect()
-        try:
-            try:
-                obj = await client.get(rt.kind, name, ns)
-            except NotFound as e:
-                _fail(_api_error_text(e))
-            related: dict[str, Any] = {}
-            fs = f"involvedObject.name={name},involvedObject.kind={rt.kind}"
-            related["events"] = (await client.list("Event", ns or "default", field_selector=fs)).items
-            if rt.kind in registry.JOB_KINDS:
-                try:
-                    pg = await client.get("PodGroup", name, ns)
-                    related["podgroup"] = pg
-                    fs = f"involvedObject.name={name},involvedObject.kind=PodGroup"
-                    related["events"] += (await client.list("Event", ns, field_selector=fs)).items
-                except NotFound:
-                    pass
-            related["events"].sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-            out.print(describe_mod.describe(obj, related), markup=False)
-        finally:
-            await client.close()
-
-    asyncio.run(go())
-
-
-def _log_target(target: str) -> tuple[registry.ResourceType, str]:
-    """`POD`, `pod/POD` or `TYPE/NAME` for a job (kubectl's TYPE/NAME form)."""
-    if "/" not in target:
-        return registry.by_kind("Pod"), target
-    type_name, name = target.split("/", 1)
-    rt = _resource(type_name)
-    if not name:
-        _fail(f"error: arguments in resource/name form must have a single resource and name: {target}")
-    if rt.kind != "Pod" and rt.kind not in registry.JOB_KINDS:
-        kinds = ", ".join(registry.by_kind(k).singular for k in registry.JOB_KINDS)
-        _fail(f"error: cannot get logs from {rt.singular}/{name}: only pods and jobs ({kinds}) have logs")
-    return rt, name
-
-
-@app.command()
-def logs(
-    target: str = typer.Argument(..., metavar="POD | TYPE/NAME",
-                                 help="a pod (also after it was deleted, while its job exists), or a job: "
-                                      "pytorchjob/NAME, tfjob/NAME, xgboostjob/NAME, paddlejob/NAME, jaxjob/NAME, "
-                                      "mpijob/NAME prints the logs of all its pods"),
-    container: Optional[str] = typer.Option(None, "-c", "--container"),
-    follow: bool = typer.Option(False, "-f", "--follow"),
-    previous: bool = typer.Option(False, "-p", "--previous",
-                                  help="the previous container instance, or the previous pod of that name"),
-    tail: Optional[int] = typer.Option(None, "--tail", help="lines to show (per pod and container for a job)"),
-    namespace: str = typer.Option("default", "-n", "--namespace"),
-) -> None:
-    """Print a pod's container log, or every log of a job's pods (current and deleted)."""
-    rt, name = _log_target(target)
-    if rt.kind != "Pod" and previous:
-        _fail("error: --previous cannot be used with a job: its logs already hold every earlier container "
-              "and pod instance")
-    if tail is not None and tail < 0:
-        tail = None  # kubectl: -1 means all lines
-
-    async def go() -> None:
-        client = _connect()
-        try:
-            if rt.kind == "Pod":
-                source = client.logs(namespace, name, container=container, follow=follow, tail=tail,
-                                     previous=previous)
-            else:
-                source = client.job_logs(namespace, rt.kind, name, container=container, follow=follow, tail=tail)
-            async for chunk in source:
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.buffer.flush()
-        except ApiError as e:
-            _fail(_api_error_text(e))
-        finally:
-            await client.close()
-
-    try:
-        asyncio.run(go())
-    except KeyboardInterrupt:
-        pass
-
-
-@app.command()
-def delete(
-    kind: Optional[str] = typer.Argument(None),
-    name: Optional[str] = typer.Argument(None),
-    filename: Optional[str] = typer.Option(None, "-f", "--filename"),
-    namespace: str = typer.Option("default", "-n", "--namespace"),
-) -> None:
-    """Delete objects by file or by kind and name (dependents are garbage-collected)."""
-    targets: list[tuple[registry.ResourceType, str, str | None]] = []
-    if filename:
-        from ..api.manifest import load_manifests
-
-        try:
-            docs = load_manifests(Path(filename).read_text(), source=filename)
-        except (OSError, ApiError) as e:
-            _fail(f"error: {getattr(e, 'message', e)}", EXIT_INVALID)
-        for d in docs:
-            rt = _resource(d.get("kind", ""))
-            md = d.get("metadata") or {}
-            targets.append((rt, md.get("name", ""), (md.get("namespace") or namespace) if rt.namespaced else None))
-    elif kind and name:
-        rt = _resource(kind)
-        targets.append((rt, name, namespace if rt.namespaced else None))
-    else:
-        _fail("error: you must provide one or more resources by argument or filename", EXIT_INVALID)
-
-    async def go() -> int:
-        client = _connect()
-        code = 0
-        try:
-            for rt, n, ns in targets:
-                try:
-                    await client.delete(rt.kind, n, ns)
-                    out.print(f'{rt.singular}{"." + rt.group if rt.group else ""} "{n}" deleted', markup=False)
-                except ApiError as e:
-                    err.print(_api_error_text(e), markup=False)
-                    code = 1
-        finally:
-            await client.close()
-        return code
-
-    raise typer.Exit(asyncio.run(go()))
-
-
-@app.command()
-def patch(
-    kind: str = typer.Argument(...),
-    name: str = typer.Argument(...),
-    patch_body: str = typer.Option(..., "-p", "--patch", help="the patch, JSON or YAML"),
-    patch_type: str = typer.Option("merge", "--type", help="merge|json"),
-    namespace: str = typer.Option("default", "-n", "--namespace"),
-) -> None:
-    """Patch an object (e.g. a queue's capability)."""
-    rt = _resource(kind)
-    if patch_type not in ("merge", "json", "strategic"):
-        _fail(f'error: --type must be one of "json", "merge", not "{patch_type}"', EXIT_INVALID)
-    try:
-        body = yaml.safe_load(patch_body)
-    except yaml.YAMLError as e:
-        _fail(f"error: unable to parse the patch: {e}", EXIT_INVALID)
-
-    async def go() -> None:
-        client = _connect()
-        try:
-            await client.patch(rt.kind, name, namespace if rt.namespaced else None, body,
-                               patch_type="merge" if patch_type == "strategic" else patch_type)
-            out.print(f"{rt.singular}{'.' + rt.group if rt.group else ''}/{name} patched", markup=False)
-        except ApiError as e:
-            _fail(_api_error_text(e), EXIT_INVALID if e.code in (400, 403, 422) else 1)
-        finally:
-            await client.close()
-
-    asyncio.run(go())
-
-
-@app.command()
-def edit(
-    kind: str = typer.Argument(...),
-    name: str = typer.Argument(...),
-    namespace: str = typer.Option("default", "-n", "--namespace"),
-) -> None:
-    """Edit an object in $EDITOR (spec, labels, annotations)."""
-    rt = _resource(kind)
-    ns = namespace if rt.namespaced else None
-
-    async def fetch() -> dict:
-        client = _connect()
-        try:
-            return await client.get(rt.kind, name, ns)
-        except ApiError as e:
-            _fail(_api_error_text(e))
-        finally:
-            await client.close()
-
-    obj = asyncio.run(fetch())
-    text = _dump(obj, "yaml")
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(text)
-        path = f.name
-    try:
-        editor = os.environ.get("KUBE_EDITOR") or os.environ.get("EDITOR") or "vi"
-        subprocess.call([*shlex.split(editor), path])
-        new_text = Path(path).read_text()
-    finally:
-        os.unlink(path)
-    if new_text == text:
-        out.print("Edit cancelled, no changes made.", markup=False)
-        return
-    try:
-        new = yaml.safe_load(new_text)
-    except yaml.YAMLError as e:
-        _fail(f"error: the edited file is not valid YAML: {e}", EXIT_INVALID)
-    if not isinstance(new, dict):
-        _fail("error: the edited file must hold one object", EXIT_INVALID)
-
-    async def save() -> None:
-        client = _connect()
-        try:
-            await client.update(new)
-            out.print(f"{rt.singular}{'.' + rt.group if rt.group else ''}/{name} edited", markup=False)
-        except ApiError as e:
-            _fail(_api_error_text(e), EXIT_INVALID if e.code in (400, 403, 422) else 1)
-        finally:
-            await client.close()
-
-    asyncio.run(save())
+for _command in (objects.apply, objects.get, objects.describe, objects.logs, objects.delete, objects.patch,
+                 objects.edit, objects.version):
+    app.command(_command.__name__)(_command)
 
 
 # ---------------------------------------------------------------- run

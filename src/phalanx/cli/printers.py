@@ -694,10 +694,130 @@ def to_yaml(obj: Any) -> str:
                      sort_keys=True, allow_unicode=True, width=80)
 
 
-def to_json(obj: Any) -> str:
-    """`-o json`: 4-space indent, sorted keys, HTML characters escaped as Go does."""
-    text = json.dumps(_strip_managed_fields(obj), indent=4, sort_keys=True, ensure_ascii=False)
+def _go_escape(text: str) -> str:
     for ch, esc in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"),
                     ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(ch, esc)
-    return text + "\n"
+    return text
+
+
+def compact_json(obj: Any) -> str:
+    """JSON as Go's json.Marshal writes a decoded object: compact, sorted keys, HTML characters escaped."""
+    return _go_escape(json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False))
+
+
+def to_json(obj: Any) -> str:
+    """`-o json`: 4-space indent, sorted keys, HTML characters escaped as Go does."""
+    return _go_escape(json.dumps(_strip_managed_fields(obj), indent=4, sort_keys=True, ensure_ascii=False)) + "\n"
+
+
+# --------------------------------------------------------------------------
+# -o name | -o custom-columns | --show-labels | --sort-by
+# --------------------------------------------------------------------------
+
+
+def object_name(obj: Obj) -> str:
+    """`-o name` and `kind/name` table cells: ``pod/x``, ``pytorchjob.kubeflow.org/x``."""
+    kind = _str(obj.get("kind")).lower()
+    api_version = _str(obj.get("apiVersion"))
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    return f"{kind}{'.' + group if group else ''}/{_str(_get(obj, 'metadata', 'name'))}"
+
+
+def with_kind_names(rows: list[list[str]], objs: Sequence[Obj], with_namespace: bool) -> list[list[str]]:
+    """Table rows whose NAME cell is ``kind/name`` (what kubectl prints when several kinds are listed)."""
+    i = 1 if with_namespace else 0
+    return [r[:i] + [object_name(o)] + r[i + 1:] for r, o in zip(rows, objs)]
+
+
+def add_labels_column(headers: list[str], rows: list[list[str]], objs: Sequence[Obj]) -> tuple[list[str], list]:
+    """`--show-labels`: a LABELS column (sorted ``k=v`` pairs) at the end."""
+    return headers + ["LABELS"], [r + [format_labels(_dict(o, "metadata", "labels"))] for r, o in zip(rows, objs)]
+
+
+def go_print(v: Any) -> str:
+    """A decoded JSON value as Go's ``fmt.Sprintf("%v")`` prints it (custom-columns cells)."""
+    if isinstance(v, dict):
+        return "map[" + " ".join(f"{k}:{go_print(v[k])}" for k in sorted(v)) + "]"
+    if isinstance(v, list):
+        return "[" + " ".join(go_print(x) for x in v) + "]"
+    return go_value(v)
+
+
+def parse_custom_columns(spec: str) -> list[tuple[str, str]]:
+    """``HEADER:.json.path,...`` into (header, relaxed template) pairs; ValueError as kubectl words it."""
+    from .jsonpath import JSONPathError, parse, relaxed
+
+    if not spec:
+        raise ValueError("custom-columns format specified but no custom columns given")
+    cols = []
+    for part in spec.split(","):
+        bits = part.split(":", 1)
+        if len(bits) != 2:
+            raise ValueError(f'unexpected custom-columns spec: {part}, expected <header>:<json-path-expr>')
+        try:
+            template = relaxed(bits[1])
+            parse(template)
+        except JSONPathError as e:
+            raise ValueError(str(e)) from None
+        cols.append((bits[0], template))
+    return cols
+
+
+def custom_columns_rows(cols: list[tuple[str, str]], objs: Iterable[Obj]) -> list[list[str]]:
+    """One row per object: each column's values joined by commas, ``<none>`` when it has none."""
+    from .jsonpath import find_results
+
+    rows = []
+    for o in objs:
+        cells = []
+        for _, template in cols:
+            results = find_results(template, o, allow_missing=True)
+            values = results[0] if results else []
+            cells.append(",".join(go_print(v) for v in values) if values else NONE)
+        rows.append(cells)
+    return rows
+
+
+def _natural_key(s: str) -> list[tuple[int, Any]]:
+    """Natural order as kubectl's sortorder.NaturalLess: digit runs compare as numbers."""
+    return [(0, int(t), len(t)) if t.isdigit() else (1, t, 0) for t in re.split(r"(\d+)", s) if t != ""]
+
+
+def sort_objects(objs: list[Obj], expr: str) -> list[Obj]:
+    """`--sort-by EXPR`: objects ordered by the JSONPath's first value (numbers numerically,
+    quantities as quantities, other strings naturally); those without it first.
+    ValueError when no object has the field, as kubectl."""
+    from .jsonpath import JSONPathError, find_results, relaxed
+    from ..api.quantity import parse_quantity
+
+    try:
+        template = relaxed(expr)
+        keyed = []
+        for o in objs:
+            results = find_results(template, o, allow_missing=True)
+            keyed.append(results[0][0] if results and results[0] else _MISSING_SORT)
+    except JSONPathError as e:
+        raise ValueError(str(e)) from None
+    if objs and all(k is _MISSING_SORT for k in keyed):
+        raise ValueError(f"couldn't find any field with path \"{template}\" in the list of objects")
+
+    def key(k: Any) -> tuple:
+        if k is _MISSING_SORT:
+            return (0,)
+        if isinstance(k, bool):
+            return (1, int(k))
+        if isinstance(k, (int, float)):
+            return (2, k)
+        if isinstance(k, str):
+            try:
+                return (3, float(parse_quantity(k)))
+            except (ValueError, TypeError, ArithmeticError):
+                return (4, _natural_key(k))
+        return (5, go_print(k))
+
+    order = sorted(range(len(objs)), key=lambda i: key(keyed[i]))
+    return [objs[i] for i in order]
+
+
+_MISSING_SORT = object()

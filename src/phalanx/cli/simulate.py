@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 EXIT_INVALID = 2
 
@@ -29,6 +28,7 @@ def simulate(
     from ..sim.runner import Simulation
     from ..sim.units import DurationError, format_duration, parse_duration
     from ..sim.workload import WorkloadError, load_workload
+    from rich.console import Console
 
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)

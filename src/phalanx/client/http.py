@@ -18,73 +18,21 @@ from typing import Any, AsyncIterator
 
 import aiohttp
 
-from ..api.errors import (
-    AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Forbidden, Gone, Invalid, NotFound, Unauthorized,
-)
-from ..api.registry import ResourceType, by_kind
+from ..api.errors import ApiError, BadRequest
+from ..api.registry import ResourceType
 from .interface import Obj, ObjectList, WatchEvent
+from .wire import PATCH_TYPES as _PATCH_TYPES, Unreachable, error_from_body, error_from_status, \
+    label_selector as _label_selector, parse_event, resource_path, resource_type
 
-_PATCH_TYPES = {
-    "merge": "application/merge-patch+json",
-    "json": "application/json-patch+json",
-    "strategic": "application/strategic-merge-patch+json",
-}
+__all__ = ["HttpClient", "error_from_status"]
+
 _REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
 _STREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10, sock_read=None)
 _MAX_LINE = 64 * 1024 * 1024  # a watch event larger than this is refused
 
-_FIELD_KINDS = {
-    "FieldValueRequired": "Required", "FieldValueInvalid": "Invalid", "FieldValueForbidden": "Forbidden",
-    "FieldValueNotSupported": "NotSupported", "FieldValueDuplicate": "Duplicate", "FieldValueTooLong": "TooLong",
-    "FieldValueTooMany": "TooMany", "FieldValueTypeInvalid": "Invalid",
-}
-_BY_REASON: dict[str, type[ApiError]] = {
-    "NotFound": NotFound, "AlreadyExists": AlreadyExists, "Conflict": Conflict, "Invalid": Invalid,
-    "Expired": Gone, "Gone": Gone, "Forbidden": Forbidden, "Unauthorized": Unauthorized, "BadRequest": BadRequest,
-}
-_BY_CODE: dict[int, type[ApiError]] = {
-    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 422: Invalid,
-}
-
-
-def error_from_status(status: Any, http_code: int) -> ApiError:
-    """The ``phalanx.api.errors`` exception a ``Status`` body stands for, message kept."""
-    status = status if isinstance(status, dict) else {}
-    reason = status.get("reason") or ""
-    code = status.get("code") if isinstance(status.get("code"), int) else http_code
-    message = status.get("message")
-    if not isinstance(message, str) or not message:
-        message = f"the server responded with status {code}" + (f" ({reason})" if reason else "")
-    cls = _BY_REASON.get(reason) or _BY_CODE.get(code) or ApiError
-    err = cls.__new__(cls)
-    ApiError.__init__(err, message)
-    if cls is ApiError or err.code != code or (reason and err.reason != reason):
-        err.code = code
-        err.reason = reason or ApiError.reason
-    details = status.get("details") if isinstance(status.get("details"), dict) else {}
-    if isinstance(err, NotFound):
-        err.resource = str(details.get("kind") or "")
-        err.name = str(details.get("name") or "")
-    if isinstance(err, Invalid):
-        err.errors = [FieldError(str(c.get("field") or ""), _FIELD_KINDS.get(str(c.get("reason")), "Invalid"),
-                                 str(c.get("message") or ""))
-                      for c in details.get("causes") or [] if isinstance(c, dict)]
-    return err
-
 
 def _unavailable(e: Exception) -> ApiError:
-    err = ApiError(f"the server is not reachable: {e}")
-    err.code = 503
-    err.reason = "ServiceUnavailable"
-    return err
-
-
-def _label_selector(sel: str | dict[str, str] | None) -> str | None:
-    if sel is None:
-        return None
-    if isinstance(sel, dict):
-        return ",".join(f"{k}={v}" for k, v in sel.items()) or None
-    return sel or None
+    return Unreachable(e)
 
 
 def _rv_key(rv: str) -> tuple[int, int | str]:
@@ -142,27 +90,11 @@ class HttpClient:
 
     @staticmethod
     def _rt(kind: str) -> ResourceType:
-        try:
-            return by_kind(kind)
-        except (KeyError, TypeError):
-            raise BadRequest(f'unknown kind "{kind}"') from None
+        return resource_type(kind)
 
     def _path(self, rt: ResourceType, namespace: str | None, name: str | None = None,
               subresource: str | None = None, collection_ns_required: bool = True) -> str:
-        prefix = f"/apis/{rt.api_version}" if rt.group else "/api/v1"
-        if rt.namespaced and namespace:
-            prefix += f"/namespaces/{urllib.parse.quote(namespace, safe='')}"
-        elif rt.namespaced and (name is not None or collection_ns_required):
-            resource = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
-            raise BadRequest(f"a namespace is required for {resource}")
-        path = f"{prefix}/{rt.plural}"
-        if name is not None:
-            if not isinstance(name, str) or not name:
-                raise BadRequest("a name is required")
-            path += f"/{urllib.parse.quote(name, safe='')}"
-        if subresource:
-            path += f"/{subresource}"
-        return self.base_url + path
+        return self.base_url + resource_path(rt, namespace, name, subresource, collection_ns_required)
 
     async def _request(self, method: str, url: str, *, params: dict[str, str] | None = None,
                        body: Any = None, content_type: str = "application/json") -> Any:
@@ -190,14 +122,7 @@ class HttpClient:
 
     @staticmethod
     def _error(http_status: int, raw: bytes) -> ApiError:
-        try:
-            status = json.loads(raw) if raw else None
-        except ValueError:
-            status = None
-        if not isinstance(status, dict):
-            text = raw.decode("utf-8", "replace").strip()[:500]
-            status = {"message": text or None}
-        return error_from_status(status, http_status)
+        return error_from_body(http_status, raw)
 
     # ------------------------------------------------------------------ Client
 
@@ -319,7 +244,7 @@ class HttpClient:
                     if resp.status >= 400:
                         raise self._error(resp.status, await resp.read())
                     async for line in _lines(resp.content):
-                        ev = _parse_event(line)
+                        ev = parse_event(line)
                         if ev is None:
                             continue
                         backoff = 0.0
@@ -397,19 +322,3 @@ async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
             raise ApiError("a watch event from the server is larger than the client accepts")
     if bytes(buf).strip():
         yield bytes(buf)
-
-
-def _parse_event(line: bytes) -> WatchEvent | None:
-    try:
-        ev = json.loads(line)
-    except ValueError:
-        raise ApiError("the server sent a watch event that is not JSON") from None
-    if not isinstance(ev, dict):
-        return None
-    obj = ev.get("object")
-    if ev.get("type") == "ERROR":
-        code = obj.get("code") if isinstance(obj, dict) and isinstance(obj.get("code"), int) else 500
-        raise error_from_status(obj, code)
-    if not isinstance(obj, dict) or not isinstance(ev.get("type"), str):
-        return None
-    return WatchEvent(ev["type"], obj)
