@@ -7,6 +7,13 @@ MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK. The ranks first prove they agree
 STEPS steps, each on its own shard of a synthetic linear problem; rank 0
 prints the loss as it falls and the final loss. Exit 1 when a check fails or
 the loss did not fall, so the job fails instead of "succeeding" wrongly.
+
+The process ends with os._exit once every rank passed the final barrier and
+the process group is destroyed: DDP keeps references to the process group,
+so gloo's worker threads outlive destroy_process_group, and one that drops a
+finished collective's tensors while the interpreter finalizes needs the GIL,
+is ended by the interpreter inside a C++ destructor and aborts the process
+("terminate called without an active exception").
 """
 import os
 import sys
@@ -101,13 +108,23 @@ def main():
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     if not torch.equal(low, high):
         fail(rank, "replicas' parameters differ after training")
-    dist.destroy_process_group()
     if rank == 0:
         print(f"final loss {last:.6f} (first {first:.6f}) after {STEPS} steps "
               f"in {time.monotonic() - started:.1f}s", flush=True)
-    if not last < first:
+    if not last < first:  # the same on every rank: the losses are averaged over the ranks
         fail(rank, f"loss did not fall: {first:.6f} -> {last:.6f}")
+    dist.barrier()  # no rank leaves (closing its sockets, rank 0 its store) while a peer still talks
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+        code = 0
+    except SystemExit as e:  # env() and fail()
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+        code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter finalization with gloo's threads still running (see above)

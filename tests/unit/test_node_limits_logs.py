@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from phalanx.api.errors import BadRequest, NotFound
-from phalanx.node.limits import Limits, container_limits, detect_cgroups, over_limit
+from phalanx.node.limits import Limits, charged_rss, container_limits, detect_cgroups, over_limit, tree_rss
 from phalanx.node.logs import (
     LogProvider,
     container_log_path,
@@ -31,6 +34,43 @@ def test_container_limits_parse_quantities():
 def test_over_limit_uses_tree_rss():
     assert over_limit(1, 100, rss=lambda pid: 101)
     assert not over_limit(1, 100, rss=lambda pid: 100)
+
+
+STATUS = "Name:\tpython3\nVmRSS:\t 1058116 kB\nRssAnon:\t  357168 kB\nRssFile:\t  700948 kB\nRssShmem:\t      12 kB\n"
+
+
+def test_charged_rss_is_anonymous_plus_shared_memory_not_mapped_files():
+    assert charged_rss(STATUS) == (357168 + 12) * 1024
+    assert charged_rss("Name:\tx\nVmRSS:\t 10 kB\n") is None  # a kernel without the breakdown
+    assert charged_rss(STATUS.replace("RssShmem:\t      12 kB", "RssShmem:\t 12 pages")) is None
+
+
+MiB = 1 << 20
+
+
+def _child(tmp_path: Path, code: str) -> subprocess.Popen:
+    """A Python child that runs ``code``, prints "ready" and waits for its stdin to close."""
+    proc = subprocess.Popen([sys.executable, "-c", code + "\nprint('ready', flush=True)\nsys.stdin.read()\n"],
+                            cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_tree_rss_leaves_out_mapped_file_pages_and_counts_anonymous_memory(tmp_path):
+    """A mapped file's resident pages (reclaimable: torch's libraries are ~700 MB of
+    them) do not count against a limit; memory the process allocated does."""
+    (tmp_path / "data").write_bytes(b"\1" * (96 * MiB))
+    mapped = _child(tmp_path, "import mmap, sys\nf = open('data', 'rb')\n"
+                              "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+                              "total = sum(m[i] for i in range(0, len(m), 4096))")
+    allocated = _child(tmp_path, "import sys\nx = bytearray(96 << 20)\nx[::4096] = b'1' * len(x[::4096])")
+    try:
+        assert psutil.Process(mapped.pid).memory_info().rss > 96 * MiB  # the file is resident...
+        assert tree_rss(mapped.pid) < 48 * MiB  # ...and not charged
+        assert tree_rss(allocated.pid) > 96 * MiB
+    finally:
+        for proc in (mapped, allocated):
+            proc.communicate(timeout=30)
 
 
 def fake_v2(root: Path, own: str = "/agent") -> Path:

@@ -10,7 +10,8 @@ Modes (``AgentConfig.cgroups``):
 - ``"off"``: watchdog only.
 
 Memory over the limit ends the container with SIGKILL, reported as exit 137,
-reason ``OOMKilled``. CPU limits are best effort: ``cpu.max`` (v2) or
+reason ``OOMKilled``; the watchdog counts what a cgroup could not reclaim
+(anonymous and shared-memory pages, not mapped files: ``charged_rss``). CPU limits are best effort: ``cpu.max`` (v2) or
 ``cpu.cfs_quota_us`` (v1) when a cgroup is in use, otherwise not enforced.
 """
 from __future__ import annotations
@@ -236,8 +237,40 @@ def _setup_v2(own_dir: Path) -> CgroupDriver | None:
 # --------------------------------------------------------------------------- watchdog
 
 
+def charged_rss(status: str) -> int | None:
+    """The resident memory a memory cgroup could not reclaim, in bytes, from the
+    text of ``/proc/PID/status``: ``RssAnon`` + ``RssShmem``. ``RssFile`` (mapped
+    files: shared libraries, mmapped data) is left out: under its limit a cgroup
+    drops clean file pages before it kills anything, and here the same library
+    pages are shared by every container and the host (torch's CUDA wheel maps
+    ~700 MB of them per process). None when the kernel gives no breakdown."""
+    fields: dict[str, int] = {}
+    for line in status.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("RssAnon", "RssShmem"):
+            value = rest.split()
+            if len(value) != 2 or value[1] != "kB" or not value[0].isdigit():
+                return None
+            fields[key] = int(value[0]) * 1024
+    if len(fields) != 2:
+        return None
+    return fields["RssAnon"] + fields["RssShmem"]
+
+
+def process_rss(proc: psutil.Process) -> int:
+    """One process's unreclaimable resident memory (``charged_rss``); its whole
+    RSS on a kernel without the breakdown (before 4.5)."""
+    try:
+        with open(f"/proc/{proc.pid}/status") as f:
+            charged = charged_rss(f.read())
+    except OSError:
+        charged = None
+    return proc.memory_info().rss if charged is None else charged
+
+
 def tree_rss(pid: int) -> int:
-    """Resident memory of a process and all its descendants, in bytes."""
+    """Unreclaimable resident memory (``process_rss``) of a process and all its
+    descendants, in bytes."""
     try:
         proc = psutil.Process(pid)
         procs = [proc, *proc.children(recursive=True)]
@@ -246,7 +279,7 @@ def tree_rss(pid: int) -> int:
     total = 0
     for p in procs:
         try:
-            total += p.memory_info().rss
+            total += process_rss(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
     return total
