@@ -124,3 +124,15 @@ def test_a_container_without_command_is_refused_at_admission(home, tmp_path):
     assert r.returncode == 2, r.stderr
     assert "spec.pytorchReplicaSpecs[Master].template.spec.containers[0].command: Required value" in r.stderr
     assert "runs the container's command on this machine, not an image" in r.stderr
+
+
+def test_a_run_whose_control_plane_goes_away_exits_3(home, tmp_path):
+    subprocess.run([*PHALANX, "up"], env=dict(os.environ, PHALANX_HOME=str(home)), check=True, timeout=60,
+                   capture_output=True)
+    run = start_run(home, job(tmp_path, "orphan", "sleep 60"))
+    wait_until(lambda: any(p["metadata"]["name"] == "orphan-master-0" and p["status"].get("phase") == "Running"
+                           for p in kubectl_json(home, "po")["items"]), 40, "orphan running")
+    os.kill(running_endpoint(home, 0).pid, signal.SIGKILL)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 3, (out, err)
+    assert "the control plane went away" in out

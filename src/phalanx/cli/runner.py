@@ -85,6 +85,7 @@ def _suspended_by_run(job: dict) -> bool:
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_INVALID, EXIT_COULD_NOT_RUN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 LOG_TAIL = 20
+CONTROL_PLANE_LOST_AFTER = 10.0  # seconds without an answer before a run gives up (exit 3)
 # Set with runPolicy.suspend by a run interrupted while others share its control
 # plane: its job's pods stop (not a failure); `phalanx run` of it again resumes it.
 ANNOTATION_STOPPED_BY_RUN = "phalanx.dev/stopped-by-run"
@@ -167,6 +168,8 @@ async def run_job(docs: list[dict], job: dict, source: str, timeout: float | Non
             await _explain_failure(client, kind, name, ns, outcome, err)
         if served is not None:
             await _stop_leftovers(client, ns, uid, outcome, err)
+        if outcome.state == "Lost":
+            return EXIT_COULD_NOT_RUN
         return EXIT_SUCCEEDED if outcome.state == "Succeeded" else EXIT_FAILED
     except asyncio.CancelledError:
         interrupted = True
@@ -292,16 +295,21 @@ async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console,
                     for o in sorted(lst.items, key=lambda o: o["metadata"].get("name", "")):
                         await queue.put((k, WatchEvent("ADDED", o)))
                     rv = lst.resource_version
+                    unreachable.pop(k, None)
                 async for ev in client.watch(k, ns, resource_version=rv):
                     if ev.type == "BOOKMARK":
                         rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
                         continue
                     rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
                     await queue.put((k, ev))
-            except ApiError:
-                rv = None  # 410 Gone or a hiccup: relist
-                await asyncio.sleep(0.1)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # 410 Gone, a hiccup, or the control plane went away: relist
+                rv = None
+                unreachable.setdefault(k, time.monotonic())
+                await asyncio.sleep(0.2)
 
+    unreachable: dict[str, float] = {}  # kind -> since when its watch fails
     tasks = [asyncio.create_task(pump(k)) for k in (kind, "PodGroup", "Pod")]
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
@@ -322,6 +330,11 @@ async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console,
                 getter.cancel()
                 if outcome.state:
                     break
+                if unreachable and time.monotonic() - min(unreachable.values()) > CONTROL_PLANE_LOST_AFTER:
+                    outcome.state = "Lost"
+                    out.print("the control plane went away (stopped or killed); the job carries on when one "
+                              "starts again", markup=False)
+                    return outcome
                 continue
             k, ev = getter.result()
             o = ev.object
