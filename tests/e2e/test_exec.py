@@ -182,7 +182,7 @@ async def test_exec_runs_with_the_containers_env_cwd_and_exit_code(env):
     assert code == 7, err
     lines = out.splitlines()
     assert lines[0] == "bar baz|target"
-    assert lines[1] == _context(env.home, "target")["cwd"] == str(next((env.home / "pods").glob("default_target_*")))
+    assert lines[1] == _context(env.home, "target")["cwd"] == str(next((env.home / "pods").glob("default_target_*")) / "work")
     # The whole environment is the container's (resolver settings included).
     code, out, _ = await run([*EXEC, "--home", str(env.home), "target", "--", "env", "-0"])
     ctx = _context(env.home, "target")

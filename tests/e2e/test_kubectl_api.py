@@ -93,7 +93,7 @@ def _event(pod: dict, reason: str) -> str:
 def test_describe_shows_only_the_events_of_the_pod_of_that_uid(plane, tmp_path):
     manifest = tmp_path / "p.yaml"
     manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
-                        "spec: {schedulerName: nobody, containers: [{name: c, image: busybox}]}\n")
+                        "spec: {schedulerName: nobody, containers: [{name: c, image: busybox, command: [sleep, '60']}]}\n")
     first = json.loads(plane.kubectl("create", "-f", str(manifest), "-o", "json").stdout)
     (tmp_path / "e1.json").write_text(_event(first, "FirstPod"))
     plane.kubectl("create", "-f", str(tmp_path / "e1.json"))
