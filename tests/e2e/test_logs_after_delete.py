@@ -90,7 +90,7 @@ async def test_logs_of_a_failed_jobs_deleted_pods_until_the_job_is_deleted(clust
         assert rc == 0, err
         assert out.count("==> ") >= 2 and "master says hello" in out and "worker says goodbye" in out
         rc, _, err = await phalanx(cluster.home, "logs", "pytorchjob/pytest", "--previous")
-        assert rc == 1 and "--previous cannot be used with a job" in err
+        assert rc == 2 and "--previous cannot be used with a job" in err
 
         # Deleting the job takes its logs with it.
         await c.delete("PyTorchJob", "pytest", "default")
