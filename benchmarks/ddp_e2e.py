@@ -41,6 +41,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from phalanx.client.interface import Client  # noqa: E402
 from phalanx.cluster import EmbeddedCluster  # noqa: E402
 from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings  # noqa: E402
 from phalanx.node.instancefiles import STATUS_SUFFIX  # noqa: E402
@@ -104,6 +105,15 @@ def ended(pod: dict) -> str:
     return ""
 
 
+async def record_exits(client: Client, resource_version: str, job: str, exits: dict[str, str]) -> None:
+    """Record in ``exits`` how each pod of ``job`` ended, from the pods' watch
+    (polling misses a failed job's pods: they are deleted within milliseconds)."""
+    async for event in client.watch("Pod", "default", resource_version):
+        pod = event.object
+        if ((pod.get("metadata") or {}).get("labels") or {}).get("training.kubeflow.org/job-name") == job and ended(pod):
+            exits[pod["metadata"]["name"]] = ended(pod)
+
+
 async def keep_logs(cluster: EmbeddedCluster, name: str, logs: Path) -> None:
     """Write every pod's log to ``logs/<job>/`` (a deleted pod's log is still on disk)."""
     out = logs / name
@@ -117,17 +127,17 @@ async def one_run(cluster: EmbeddedCluster, name: str, port: int, logs: Path) ->
     c = cluster.client
     selector = {"training.kubeflow.org/job-name": name}
     children0, self0 = cpu(resource.RUSAGE_CHILDREN), cpu(resource.RUSAGE_SELF)
+    exits: dict[str, str] = {}  # pod -> how its container ended, as last seen (a failed job's pods are deleted)
+    watcher = asyncio.create_task(record_exits(c, (await c.list("Pod", "default")).resource_version, name, exits))
     t0 = time.perf_counter()
     await c.create(job_doc(name, port))
     deadline = time.monotonic() + 120
     why = ""
-    exits: dict[str, str] = {}  # pod -> how its container ended, as last seen (a failed job's pods are deleted)
     while True:
         job = await c.get("PyTorchJob", name, "default")
         conds = (job.get("status") or {}).get("conditions") or []
         state = conds[-1]["type"] if conds else ""
         pods = (await c.list("Pod", "default", label_selector=selector)).items
-        exits.update((p["metadata"]["name"], ended(p)) for p in pods if ended(p))
         for p in pods:
             env = {e["name"]: e.get("value") for e in p["spec"]["containers"][0].get("env") or []}
             if env.get("MASTER_PORT") not in (None, str(port)):
@@ -145,10 +155,10 @@ async def one_run(cluster: EmbeddedCluster, name: str, port: int, logs: Path) ->
     # Its processes are reaped; wait (not timed) for the agent to write how they ended.
     while not why and state == "Succeeded" and time.monotonic() < deadline:
         pods = (await c.list("Pod", "default", label_selector=selector)).items
-        exits.update((p["metadata"]["name"], ended(p)) for p in pods if ended(p))
         if all(ended(p) for p in pods):
             break
         await asyncio.sleep(0.02)
+    watcher.cancel()
     if not why and (state != "Succeeded" or any(not e.startswith("Completed ") for e in exits.values())):
         why = f"job {state}: {conds[-1].get('message') if conds else ''}"
     if why:
