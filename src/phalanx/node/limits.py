@@ -11,8 +11,9 @@ Modes (``AgentConfig.cgroups``):
 
 Memory over the limit ends the container with SIGKILL, reported as exit 137,
 reason ``OOMKilled``; the watchdog counts what a cgroup could not reclaim
-(anonymous and shared-memory pages, not mapped files: ``charged_rss``). CPU limits are best effort: ``cpu.max`` (v2) or
-``cpu.cfs_quota_us`` (v1) when a cgroup is in use, otherwise not enforced.
+(anonymous and shared-memory pages, not mapped files: ``charged_rss``). CPU
+limits are best effort: ``cpu.max`` (v2) or ``cpu.cfs_quota_us`` (v1) when a
+cgroup is in use, otherwise not enforced.
 """
 from __future__ import annotations
 

@@ -700,8 +700,9 @@ class ProcessRuntime:
             self._watchdog_task = asyncio.create_task(self._watchdog(), name="oom-watchdog")
 
     async def _watchdog(self) -> None:
-        """Poll the RSS of every memory-limited process tree without a cgroup;
-        over the limit -> SIGKILL the group, reported as OOMKilled/137."""
+        """Poll the resident memory a cgroup could not reclaim (``limits.tree_rss``)
+        of every memory-limited process tree without a cgroup; over the limit ->
+        SIGKILL the group, reported as OOMKilled/137."""
         while True:
             watched = [i for recs in self._pods.values() for r in recs.values()
                        for i in (r.current,) if i.running and i.watchdog and not i.oom]
