@@ -30,7 +30,7 @@ BACKOFF_MSG = "Job {} has failed because it has reached the specified backoff li
 def backoff_message(message: str, job: str) -> bool:
     """The original's sentence, then Phalanx's (backoffLimit ..., restartCount N): <the failure>."""
     return message.startswith(BACKOFF_MSG.format(job) + " (backoffLimit ") and "restartCount" in message \
-        and " pod " in message
+        and (" pod " in message or "replica(s) deleted" in message)
 DEADLINE_MSG = "Job {} has failed because it was active longer than specified deadline"
 
 
