@@ -2,7 +2,8 @@
 
 ``make_app(client, token, log_provider)`` serves ``/api/v1/...`` and
 ``/apis/<group>/<version>/...`` (namespaced and cluster-scoped collections and
-items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``), watch
+items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``,
+``pods/{name}/exec`` over websockets (``remotecommand``)), watch
 streams, ``/version``, health, legacy discovery and ``/openapi/v3``. Every
 request needs the bearer token; every error is a Kubernetes ``Status`` with the
 apiserver's code and wording, and bad input never yields a 5xx. ``serve``
