@@ -83,7 +83,8 @@ def pod(name: str, containers: list[dict], labels: dict | None = None) -> dict:
                      "containers": containers}}
 
 
-SLEEPER = {"name": "main", "image": "busybox", "command": ["sleep", "600"], "env": [{"name": "GREETING", "value": "hi"}]}
+SLEEPER = {"name": "main", "image": "busybox", "command": ["sleep", "600"],
+           "env": [{"name": "GREETING", "value": "hi"}]}
 
 
 @pytest.fixture(scope="module")
