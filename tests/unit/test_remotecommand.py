@@ -21,7 +21,7 @@ from phalanx.api.constants import ANNOTATION_HOST_PORTS
 from phalanx.api.errors import BadRequest
 from phalanx.client.local import LocalClient
 from phalanx.clock import FakeClock
-from phalanx.server import remotecommand
+from phalanx.server import execprocess, remotecommand
 from phalanx.server.app import make_app, serve
 from phalanx.store.store import Store
 
@@ -257,3 +257,13 @@ def test_pick_container():
     assert remotecommand.pick_container(p, "i") == "i"
     with pytest.raises(BadRequest, match="container b is not valid for pod p"):
         remotecommand.pick_container(p, "b")
+
+
+async def test_a_command_killed_by_a_signal_exits_128_plus_n_and_unasked_streams_are_devnull():
+    proc = execprocess.spawn(["sh", "-c", "cat; kill -TERM $$"], stdin=False, stdout=True, stderr=False, tty=False)
+    try:
+        assert (proc.stdin, proc.stderr) == (None, None)
+        assert await asyncio.wait_for(proc.wait(), 10) == 128 + 15
+        assert await execprocess.read_chunk(proc.stdout) == b""  # cat read /dev/null: nothing to pass on
+    finally:
+        proc.close()

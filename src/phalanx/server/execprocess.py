@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 CHUNK = 32 * 1024
+UNKNOWN_EXIT = 255
 _REAPERS: set[asyncio.Task[None]] = set()  # background reaps of processes whose stream was cut
 
 
@@ -46,13 +47,16 @@ class ExecProcess:
         if self._pidfd is not None:
             await _readable(self._pidfd)
         while True:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by someone else: its status is lost
+                self.returncode = UNKNOWN_EXIT
+                return self.returncode
             if pid == self.pid:
                 break
             await asyncio.sleep(0.05)  # no pidfd: poll
-        self.returncode = os.waitstatus_to_exitcode(status)
-        if self.returncode < 0:
-            self.returncode = 128 - self.returncode
+        code = os.waitstatus_to_exitcode(status)
+        self.returncode = 128 - code if code < 0 else code
         return self.returncode
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
@@ -99,8 +103,6 @@ class ExecProcess:
     async def _reap(self) -> None:
         try:
             await self.wait()
-        except ChildProcessError:
-            pass
         finally:
             self._close_pidfd()
 
