@@ -25,6 +25,7 @@ from .controller.namespaces import NamespaceController
 from .gctune import tune_gc
 from .node import commandcheck
 from .node.agent import AgentConfig, NodeAgent, ensure_node
+from .node.execctx import LocalExecProvider
 from .node.logjanitor import LogJanitor
 from .node.logs import LogProvider
 from .node.network import LocalNetwork
@@ -71,6 +72,9 @@ class EmbeddedCluster:
         self.client = LocalClient(self.store)
         self.log_provider = LogProvider(self.home, self.client)
         self.log_janitor = LogJanitor(self.client, self.home)
+        # `phalanx exec`'s argv up to the pod: the MPI launcher's rsh agent and the API's pods/exec run it.
+        exec_command = (sys.executable, "-m", "phalanx.cli.execcmd", "--home", str(self.home.absolute()))
+        self.exec_provider = LocalExecProvider(self.home, exec_command)
         options = ReconcileOptions(
             gang_scheduler="volcano",
             local_runtime=True,
@@ -78,7 +82,7 @@ class EmbeddedCluster:
             init_container_command=[sys.executable, "-m", "phalanx.node.initwait"],
             default_backoff_limit=self.config.operator.default_backoff_limit,
             # MPI: the launcher's rsh agent and its wait for the workers, with this interpreter and home.
-            exec_command=(sys.executable, "-m", "phalanx.cli.execcmd", "--home", str(self.home.absolute())),
+            exec_command=exec_command,
             pod_wait_command=(sys.executable, "-m", "phalanx.node.podwait", "--home", str(self.home.absolute())),
         )
         self.gc = GarbageCollector(self.client)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from phalanx.api.errors import BadRequest
 from phalanx.cli import execcmd
 from phalanx.node import execctx, podwait
 from phalanx.node.execctx import ExecContext, ExecTargetError
@@ -163,6 +164,17 @@ def test_locate_the_running_container_and_say_kubectl_words_otherwise(tmp_path, 
     with pytest.raises(ExecTargetError) as e:
         execctx.locate(tmp_path, "other", "w-0")
     assert str(e.value) == "pod w-0 not found on this machine"
+
+
+def test_the_api_exec_provider_runs_phalanx_exec_for_a_running_container_only(tmp_path, procs):
+    run_container(tmp_path, make_pod(containers=("main", "side")), "main", procs())
+    provider = execctx.LocalExecProvider(tmp_path, ["phalanx-exec", "--home", str(tmp_path)])
+    assert provider.command("ns", "w-0", "main", ["ls", "-l"]) == [
+        "phalanx-exec", "--home", str(tmp_path), "-n", "ns", "-c", "main", "w-0", "--", "ls", "-l"]
+    for pod, container in (("w-0", "side"), ("w-1", "main")):
+        with pytest.raises(BadRequest) as e:
+            provider.command("ns", pod, container, ["true"])
+        assert e.value.message == f'unable to upgrade connection: container not found ("{container}")'
 
 
 def test_default_container_annotation_wins(tmp_path, procs):

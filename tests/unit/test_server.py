@@ -525,7 +525,7 @@ def test_default_body_limit_is_3_mib():
     ("GET", PODS + "/" + "a" * 300, None, "application/json", 404),
     ("GET", "/api/v1/namespaces/default/frobs", None, "application/json", 404),
     ("GET", "/apis/nope.io/v1/things", None, "application/json", 404),
-    ("GET", PODS + "/p/exec", None, "application/json", 404),
+    ("GET", PODS + "/p/exec", None, "application/json", 400),  # no command (exec is served)
     ("GET", "/api/v1/pods/p", None, "application/json", 404),
     ("GET", QUEUES + "?limit=-5", None, "application/json", 400),
     ("GET", "/", None, "application/json", 404),

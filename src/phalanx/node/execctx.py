@@ -16,10 +16,11 @@ import os
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import psutil
 
+from ..api.errors import BadRequest
 from . import instancefiles as files
 from .podrecords import PodRecord, PodRecords
 from .shim import start_ticks
@@ -282,6 +283,25 @@ def locate(home: Path, namespace: str, name: str, container: str | None = None) 
         if ctx is not None:
             return ExecTarget(cdir, ctx, note)
     raise ExecTargetError(f"unable to exec: container {cname} of pod {name} is not running")
+
+
+class LocalExecProvider:
+    """The API server's exec provider for the local runtime: a ``kubectl exec``
+    command runs as ``phalanx exec`` would run it (``exec_command`` is that
+    command's argv up to the pod, e.g. ``python -m phalanx.cli.execcmd --home H``)."""
+
+    def __init__(self, home: Path, exec_command: Sequence[str]) -> None:
+        self.home = Path(home)
+        self.exec_command = list(exec_command)
+
+    def command(self, namespace: str, pod: str, container: str, argv: Sequence[str]) -> list[str]:
+        """The argv running ``argv`` in the pod's running ``container``; BadRequest
+        in the kubelet's words when it does not run on this machine now."""
+        try:
+            locate(self.home, namespace, pod, container)
+        except ExecTargetError:
+            raise BadRequest(f'unable to upgrade connection: container not found ("{container}")') from None
+        return [*self.exec_command, "-n", namespace, "-c", container, pod, "--", *argv]
 
 
 def pod_running(home: Path, namespace: str, name: str) -> bool:

@@ -2,7 +2,8 @@
 
 ``make_app(client, token, log_provider)`` serves ``/api/v1/...`` and
 ``/apis/<group>/<version>/...`` (namespaced and cluster-scoped collections and
-items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``), watch
+items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``,
+``pods/{name}/exec`` over websockets (``remotecommand``)), watch
 streams, ``/version``, health, legacy discovery, ``/openapi/v3`` and
 ``/openapi/v2`` (``openapi_v2``). Built-in kinds may be sent as Kubernetes
 protobuf (``protobuf``), as kubectl's typed clients do; answers are JSON. Every
@@ -69,7 +70,7 @@ from phalanx.clock import Clock
 from phalanx.store.patch import JsonPatchError, json_patch, merge_patch
 from phalanx.store.store import PatchRejected
 
-from . import discovery, fieldvalidation, openapi_v2, paging, protobuf, streams, tables
+from . import discovery, fieldvalidation, openapi_v2, paging, protobuf, remotecommand, streams, tables
 from .auth import bearer_auth
 from .deleteoptions import effective_policy, parse_delete_options
 from .openapi import openapi_v3_reply
@@ -84,6 +85,7 @@ BOOKMARK_INTERVAL = 10.0  # seconds without an event before a watch gets a BOOKM
 
 CLIENT = web.AppKey("client", object)
 LOG_PROVIDER = web.AppKey("log_provider", object)
+EXEC_PROVIDER = web.AppKey("exec_provider", object)
 STOP = web.AppKey("stop", asyncio.Event)
 MAX_BODY = web.AppKey("max_body", int)
 CLOCK = web.AppKey("clock", Clock)
@@ -683,7 +685,22 @@ async def _job_logs(request: web.Request, route: Route) -> web.StreamResponse:
                                   route.name or "", request.app[STOP])
 
 
+async def _exec(request: web.Request, route: Route) -> web.StreamResponse:
+    return await remotecommand.exec_handler(request, request.app[CLIENT], request.app[EXEC_PROVIDER],
+                                            route.namespace or "", route.name or "")
+
+
+async def _attach(request: web.Request, route: Route) -> web.StreamResponse:
+    return await remotecommand.attach_handler(request, request.app[CLIENT], route.namespace or "", route.name or "")
+
+
+async def _portforward(request: web.Request, route: Route) -> web.StreamResponse:
+    return await remotecommand.portforward_handler(request, request.app[CLIENT], route.namespace or "",
+                                                   route.name or "")
+
+
 HandlerFn = Callable[[web.Request, Route], Awaitable[web.StreamResponse]]
+_STREAMING: dict[str, HandlerFn] = {"exec": _exec, "attach": _attach, "portforward": _portforward}
 
 
 def _handler_for(route: Route, method: str) -> HandlerFn | None:
@@ -701,6 +718,8 @@ def _handler_for(route: Route, method: str) -> HandlerFn | None:
         return {"POST": _bind}.get(method)
     if rt.kind == "Pod" and sub == "log":
         return {"GET": _logs}.get(method)
+    if rt.kind == "Pod" and sub in _STREAMING:
+        return {"GET": _STREAMING[sub], "POST": _STREAMING[sub]}.get(method)
     if rt.kind in JOB_KINDS and sub == "log":
         return {"GET": _job_logs}.get(method)
     # e.g. PodGroup /status: no such subresource; the apiserver words it as a missing object
@@ -853,7 +872,7 @@ async def _on_shutdown(app: web.Application) -> None:
     app[STOP].set()
 
 
-def make_app(client: Any, token: str, log_provider: Any = None, *,
+def make_app(client: Any, token: str, log_provider: Any = None, *, exec_provider: Any = None,
              max_body_bytes: int = MAX_BODY_BYTES, clock: Clock | None = None,
              bookmark_interval: float = BOOKMARK_INTERVAL,
              access_log: logging.Logger | None = None) -> web.Application:
@@ -868,12 +887,15 @@ def make_app(client: Any, token: str, log_provider: Any = None, *,
     ``clock`` renders the ages of Tables and log timestamps; a watch allowing
     bookmarks gets one after ``bookmark_interval`` seconds without an event.
     ``access_log`` gets one line per request, written when it ends.
+    ``exec_provider`` (``remotecommand.ExecProvider``) runs ``pods/{name}/exec``
+    commands; without one exec answers 400.
     """
     app = web.Application(middlewares=[_access_log, _warnings, _errors, bearer_auth(token)],
                           client_max_size=max_body_bytes)
     app[ACCESS_LOG] = access_log
     app[CLIENT] = client
     app[LOG_PROVIDER] = log_provider
+    app[EXEC_PROVIDER] = exec_provider
     app[STOP] = asyncio.Event()
     app[MAX_BODY] = max_body_bytes
     app[CLOCK] = clock or Clock()
