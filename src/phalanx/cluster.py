@@ -36,6 +36,8 @@ from .store.store import Store
 
 log = logging.getLogger(__name__)
 
+DRAIN_TIMEOUT = 2.0  # seconds a stop waits for the job controller's queued rounds
+
 
 class EmbeddedCluster:
     """One process, one machine: everything Phalanx needs to run jobs.
@@ -143,9 +145,12 @@ class EmbeddedCluster:
         processes they run (SIGTERM, grace, SIGKILL) before returning; without,
         the pods keep running under their shims and the next start adopts them
         (as after a crash of the control plane)."""
-        # The job controller and the scheduler stop first: the pods the agents
+        # The job controller finishes the rounds queued now (their status and
+        # Events are not lost), then it and the scheduler stop first: the pods the agents
         # stop are marked stopped by the shutdown (not failed), and nothing must
         # act on that before the next start.
+        if self.jobs is not None:
+            await self.jobs.drain(DRAIN_TIMEOUT)
         for c in (self.jobs, self.scheduler, self.podgroups):
             if c is not None:
                 r = c.stop()

@@ -136,3 +136,29 @@ def test_a_run_whose_control_plane_goes_away_exits_3(home, tmp_path):
     out, err = run.communicate(timeout=60)
     assert run.returncode == 3, (out, err)
     assert "the control plane went away" in out
+
+
+def test_a_run_returns_when_its_job_finished_and_its_events_are_kept(home, tmp_path):
+    """A TFJob whose PS keeps running (cleanPodPolicy None) after the worker
+    succeeded: `run` returns at Succeeded, says which pods it stops, and the
+    job's last Events were written before the control plane stopped."""
+    container = {"name": "tensorflow", "image": "tf"}
+    doc = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "tfrun"},
+           "spec": {"tfReplicaSpecs": {
+               "PS": {"replicas": 1, "restartPolicy": "Always", "template": {"spec": {"containers": [
+                   {**container, "command": ["sleep", "300"]}]}}},
+               "Worker": {"replicas": 1, "template": {"spec": {"containers": [
+                   {**container, "command": ["sh", "-c", "sleep 1"]}]}}}}}}
+    f = tmp_path / "tf.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    t0 = time.monotonic()
+    r = subprocess.run([*PHALANX, "run", str(f)], env=dict(os.environ, PHALANX_HOME=str(home)),
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 < 40  # not the PS's 300 s
+    assert "stopping the pods of the finished job still running: tfrun-ps-0" in r.stderr
+    subprocess.run([*PHALANX, "up"], env=dict(os.environ, PHALANX_HOME=str(home)), check=True, timeout=60,
+                   capture_output=True)
+    events = kubectl_json(home, "ev")["items"]
+    reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == "tfrun"}
+    assert {"TFJobSucceeded", "JobTerminated"} <= reasons, reasons

@@ -398,6 +398,10 @@ class WorkQueue(Generic[K]):
     def pending_timers(self) -> int:
         return len(self._timers)
 
+    def idle(self) -> bool:
+        """No key waits or is being processed (timers for later are not work now)."""
+        return not self._dirty and not self._processing
+
     def __len__(self) -> int:
         return len(self._queue)
 
@@ -453,6 +457,17 @@ class Controller(Generic[K]):
             for t in self._tasks:
                 t.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait until the queue is idle (every queued key reconciled, with the
+        writes and Events of its round), at most ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self.queue.idle():
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
 
     def stop(self) -> _Stopped:
         self.queue.shutdown()

@@ -114,6 +114,11 @@ class JobController:
                 self.controller.queue.add(job_key(kind, namespace(job), name(job)))
         await self.controller.run()
 
+    async def drain(self, timeout: float) -> bool:
+        """Let the jobs queued now be reconciled (their status writes and Events
+        recorded) before a stop, at most ``timeout`` seconds."""
+        return await self.controller.wait_idle(timeout)
+
     async def stop(self) -> None:
         for target in (self.controller, *self._informers()):
             stop = getattr(target, "stop", None)
