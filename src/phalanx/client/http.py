@@ -21,14 +21,13 @@ import aiohttp
 from ..api.errors import ApiError, BadRequest
 from ..api.registry import ResourceType
 from .interface import Obj, ObjectList, WatchEvent
-from .wire import PATCH_TYPES as _PATCH_TYPES, Unreachable, error_from_body, error_from_status, \
+from .wire import PATCH_TYPES as _PATCH_TYPES, LineSplitter, Unreachable, error_from_body, error_from_status, \
     label_selector as _label_selector, parse_event, resource_path, resource_type
 
 __all__ = ["HttpClient", "error_from_status"]
 
 _REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
 _STREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10, sock_read=None)
-_MAX_LINE = 64 * 1024 * 1024  # a watch event larger than this is refused
 
 
 def _unavailable(e: Exception) -> ApiError:
@@ -306,19 +305,10 @@ class HttpClient:
 
 
 async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
-    """NDJSON lines of a chunked body, however the chunks fall."""
-    buf = bytearray()
+    """NDJSON lines of a chunked body (``wire.LineSplitter``)."""
+    split = LineSplitter()
     async for chunk in content.iter_any():
-        buf.extend(chunk)
-        while True:
-            i = buf.find(b"\n")
-            if i < 0:
-                break
-            line = bytes(buf[:i])
-            del buf[: i + 1]
-            if line.strip():
-                yield line
-        if len(buf) > _MAX_LINE:
-            raise ApiError("a watch event from the server is larger than the client accepts")
-    if bytes(buf).strip():
-        yield bytes(buf)
+        for line in split.feed(chunk):
+            yield line
+    for line in split.rest():
+        yield line

@@ -16,11 +16,10 @@ from typing import Any, Iterator
 
 from ..api.errors import ApiError, BadRequest
 from .interface import Obj, ObjectList, WatchEvent
-from .wire import PATCH_TYPES, Unreachable, error_from_body, label_selector as _selector, parse_event, \
+from .wire import PATCH_TYPES, LineSplitter, Unreachable, error_from_body, label_selector as _selector, parse_event, \
     resource_path, resource_type
 
 REQUEST_TIMEOUT = 60.0  # seconds for a whole request; streams wait for data as long as it takes
-MAX_LINE = 64 * 1024 * 1024  # a watch event larger than this is refused
 _CHUNK = 64 * 1024
 
 
@@ -263,19 +262,8 @@ def _log_params(container: str | None, follow: bool, tail: int | None, previous:
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """NDJSON lines of a chunked body, however the chunks fall."""
-    buf = bytearray()
+    """NDJSON lines of a chunked body (``wire.LineSplitter``)."""
+    split = LineSplitter()
     for chunk in chunks:
-        buf.extend(chunk)
-        while True:
-            i = buf.find(b"\n")
-            if i < 0:
-                break
-            line = bytes(buf[:i])
-            del buf[: i + 1]
-            if line.strip():
-                yield line
-        if len(buf) > MAX_LINE:
-            raise ApiError("a watch event from the server is larger than the client accepts")
-    if bytes(buf).strip():
-        yield bytes(buf)
+        yield from split.feed(chunk)
+    yield from split.rest()

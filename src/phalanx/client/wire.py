@@ -13,6 +13,38 @@ from ..api.errors import (
 from ..api.registry import ResourceType, by_kind
 from .interface import WatchEvent
 
+MAX_LINE = 64 * 1024 * 1024  # a watch event larger than this is refused
+
+
+class LineSplitter:
+    """NDJSON lines of a chunked body, however the chunks fall (``feed`` each
+    chunk, ``rest`` at the end); a line past ``MAX_LINE`` is refused."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buf = self._buf
+        buf.extend(chunk)
+        lines = []
+        while True:
+            i = buf.find(b"\n")
+            if i < 0:
+                break
+            line = bytes(buf[:i])
+            del buf[: i + 1]
+            if line.strip():
+                lines.append(line)
+        if len(buf) > MAX_LINE:
+            raise ApiError("a watch event from the server is larger than the client accepts")
+        return lines
+
+    def rest(self) -> list[bytes]:
+        tail = bytes(self._buf)
+        self._buf.clear()
+        return [tail] if tail.strip() else []
+
+
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
