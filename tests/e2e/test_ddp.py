@@ -53,13 +53,16 @@ def env_of(pod: dict) -> dict[str, str]:
 
 @pytest.fixture
 def torch_on_path(monkeypatch):
-    """Pods run `python3` from PATH, as `phalanx run` does from the activated
-    venv: put this interpreter's bin directory first (it has torch)."""
+    """Pods run `python3` from PATH, from Phalanx's own environment, activated
+    or not: take this interpreter's bin directory off PATH (it has torch)."""
     if importlib.util.find_spec("torch") is None:
         if os.environ.get("CI"):
             pytest.fail("torch is not installed: CI installs it with the test extra (pyproject.toml)")
         pytest.skip("torch is not installed (pip install -e '.[test]')")
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    # The user's shell with the venv not activated: the local runtime puts it first on the pods' PATH.
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                                               if d != os.path.dirname(sys.executable)))
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
 
 
 def test_manifests_embed_the_scripts_verbatim():

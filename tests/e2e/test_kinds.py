@@ -109,14 +109,17 @@ async def cluster(request, tmp_path, monkeypatch):
 
 @pytest.fixture
 def venv_on_path(monkeypatch):
-    """Pods run `python3` from PATH, as `phalanx run` does from the activated
-    venv: put this interpreter's bin directory first (it has jax and xgboost)."""
+    """Pods run `python3` from PATH, from Phalanx's own environment, activated
+    or not: take this interpreter's bin directory off PATH (it has jax and xgboost)."""
     missing = [m for m in ("jax", "xgboost") if importlib.util.find_spec(m) is None]
     if missing:
         if os.environ.get("CI"):
             pytest.fail(f"{missing} not installed: CI installs them with the test extra (pyproject.toml)")
         pytest.skip(f"{missing} not installed (pip install -e '.[test]')")
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    # The user's shell with the venv not activated: the local runtime puts it first on the pods' PATH.
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                                               if d != os.path.dirname(sys.executable)))
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
 
 
 def test_manifests_embed_the_programs_verbatim():

@@ -44,8 +44,8 @@ def load() -> dict:
 
 @pytest.fixture
 def mpi_on_path(monkeypatch):
-    """Pods run `python3` and `mpirun` from PATH, as `phalanx run` does from the
-    activated venv: put this interpreter's bin directory first (it has mpi4py)."""
+    """Pods run `python3` (with mpi4py) from Phalanx's own environment, activated
+    or not: take this interpreter's bin directory off PATH; `mpirun` is OpenMPI's."""
     missing = [m for m, ok in (("mpi4py", importlib.util.find_spec("mpi4py") is not None),
                                ("mpirun (OpenMPI)", shutil.which("mpirun") is not None),
                                ("orted (OpenMPI)", shutil.which("orted") is not None)) if not ok]
@@ -53,7 +53,10 @@ def mpi_on_path(monkeypatch):
         if os.environ.get("CI"):
             pytest.fail(f"{missing} not installed: CI installs them (make system-deps, the test extra)")
         pytest.skip(f"{missing} not installed (make system-deps; pip install -e '.[test]')")
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    # The user's shell with the venv not activated: the local runtime puts it first on the pods' PATH.
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                                               if d != os.path.dirname(sys.executable)))
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
 
 
 def test_manifest_embeds_the_program_verbatim():
