@@ -8,17 +8,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from ..api import registry
-from ..api.errors import ApiError, NotFound
+from ..api.errors import ApiError
 from . import objects
-from .controlplane import (
-    ServedCluster, export_line, home as phalanx_home_dir, read_endpoint, running_endpoint, serve_forever, start_daemon,
-    stop_daemon,
-)
+from .controlplane import export_line, home as phalanx_home_dir, running_endpoint, serve_forever, start_daemon, \
+    stop_daemon
 from .lazy import LazyConsole, lazy_module
 
 # Loaded by the commands that run a control plane or a job; the object commands need neither.
@@ -57,17 +55,6 @@ def _fail(msg: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def _api_error_text(e: ApiError, verb: str | None = None, source: str | None = None) -> str:
-    where = f'error when {verb} "{source}": ' if verb and source else ""
-    return f"Error from server ({e.reason}): {where}{e.message}"
-
-
-def _ref(obj: dict) -> str:
-    rt = registry.by_kind(obj["kind"])
-    prefix = rt.singular + (f".{rt.group}" if rt.group else "")
-    return f"{prefix}/{obj.get('metadata', {}).get('name', '')}"
-
-
 def _load_and_check(path: str, namespace: str | None) -> list[dict]:
     """Parse, default and validate every document before anything is sent, so
     a bad file changes nothing (exit 2 with the field and the rule)."""
@@ -91,40 +78,11 @@ def _load_and_check(path: str, namespace: str | None) -> list[dict]:
         try:
             admit(json.loads(json.dumps(d)))
         except ApiError as e:
-            err.print(_api_error_text(e, "creating", path), markup=False)
+            err.print(objects.api_error_text(e, "creating", path), markup=False)
             failed = True
     if failed:
         raise typer.Exit(EXIT_INVALID)
     return docs
-
-
-async def _apply_one(client, doc: dict) -> str:
-    """kubectl-apply-like: create, or update the spec/labels/annotations."""
-    rt = registry.by_kind(doc["kind"])
-    md = doc.get("metadata", {})
-    ns = md.get("namespace") or ("default" if rt.namespaced else None)
-    if rt.namespaced:
-        md["namespace"] = ns
-    try:
-        cur = await client.get(doc["kind"], md["name"], ns)
-    except NotFound:
-        await client.create(doc)
-        return "created"
-    new = dict(cur)
-    new_md = dict(cur["metadata"])
-    for k in ("labels", "annotations"):
-        if k in md:
-            new_md[k] = md[k]
-    new["metadata"] = new_md
-    for k, v in doc.items():
-        if k not in ("metadata", "status", "apiVersion", "kind"):
-            new[k] = v
-    from ..api.admission import admit
-
-    if admit(json.loads(json.dumps(new)), cur) == admit(json.loads(json.dumps(cur)), cur):
-        return "unchanged"
-    await client.update(new)
-    return "configured"
 
 
 # ---------------------------------------------------------------- control plane
@@ -323,7 +281,7 @@ def install(
             for ref, verb in await apply_objects(client, objs):
                 out.print(f"{ref} {verb}", markup=False)
         except ApiError as e:
-            err.print(_api_error_text(e), markup=False)
+            err.print(objects.api_error_text(e), markup=False)
             return 1
         finally:
             await client.close()

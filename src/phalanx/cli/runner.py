@@ -15,9 +15,11 @@ from typing import Any
 from rich.console import Console
 
 from ..api import registry
+from ..api.admission import admit
 from ..api.errors import ApiError, NotFound
 from ..client.interface import WatchEvent
 from . import printers
+from .objects import api_error_text, ref as resource_ref
 from .controlplane import AlreadyServed, RunLease, ServedCluster, export_line, home as phalanx_home_dir, \
     running_endpoint
 
@@ -91,6 +93,37 @@ CONTROL_PLANE_LOST_AFTER = 10.0  # seconds without an answer before a run gives 
 ANNOTATION_STOPPED_BY_RUN = "phalanx.dev/stopped-by-run"
 
 
+def _job_ref(obj: dict) -> str:
+    return resource_ref(registry.by_kind(obj["kind"]), obj.get("metadata", {}).get("name", ""))
+
+
+async def apply_doc(client, doc: dict) -> str:
+    """kubectl-apply-like: create, or update the spec/labels/annotations."""
+    rt = registry.by_kind(doc["kind"])
+    md = doc.get("metadata", {})
+    ns = md.get("namespace") or ("default" if rt.namespaced else None)
+    if rt.namespaced:
+        md["namespace"] = ns
+    try:
+        cur = await client.get(doc["kind"], md["name"], ns)
+    except NotFound:
+        await client.create(doc)
+        return "created"
+    new = dict(cur)
+    new_md = dict(cur["metadata"])
+    for k in ("labels", "annotations"):
+        if k in md:
+            new_md[k] = md[k]
+    new["metadata"] = new_md
+    for k, v in doc.items():
+        if k not in ("metadata", "status", "apiVersion", "kind"):
+            new[k] = v
+    if admit(json.loads(json.dumps(new)), cur) == admit(json.loads(json.dumps(cur)), cur):
+        return "unchanged"
+    await client.update(new)
+    return "configured"
+
+
 async def _connect_or_host(home, err: Console) -> tuple[Any, ServedCluster | None]:
     """The control plane serving ``home`` (asked through its API), or one
     started in-process; when another run is starting one at the same moment,
@@ -116,8 +149,6 @@ async def _connect_or_host(home, err: Console) -> tuple[Any, ServedCluster | Non
 
 async def run_job(docs: list[dict], job: dict, source: str, timeout: float | None,
                   out: Console, err: Console) -> int:
-    from .main import _apply_one, _api_error_text, _ref
-
     home = phalanx_home_dir()
     lease = RunLease(home, f"{job['kind'].lower()}/{job['metadata']['name']}")
     try:
@@ -139,16 +170,16 @@ async def run_job(docs: list[dict], job: dict, source: str, timeout: float | Non
             state = _finished(cur)
             if state is not None:  # replaced, so `run` can be repeated
                 await client.delete(kind, name, ns)
-                err.print(f"replacing the finished {_ref(cur)} ({state})", markup=False)
+                err.print(f"replacing the finished {_job_ref(cur)} ({state})", markup=False)
                 await _wait_gone(client, kind, name, ns, cur["metadata"]["uid"])
             elif _suspended_by_run(cur):
                 anns = {ANNOTATION_STOPPED_BY_RUN: None}
                 await client.patch(kind, name, ns, {"metadata": {"annotations": anns},
                                                     "spec": {"runPolicy": {"suspend": False}}})
-                err.print(f"resuming {_ref(cur)}, stopped by an interrupted run", markup=False)
+                err.print(f"resuming {_job_ref(cur)}, stopped by an interrupted run", markup=False)
                 uid = cur["metadata"]["uid"]
             else:
-                err.print(f"{_ref(cur)} exists and has not finished: following it (delete it to run the file "
+                err.print(f"{_job_ref(cur)} exists and has not finished: following it (delete it to run the file "
                           "anew)", markup=False)
                 uid = cur["metadata"]["uid"]
         except NotFound:
@@ -157,11 +188,11 @@ async def run_job(docs: list[dict], job: dict, source: str, timeout: float | Non
             err.print(IMAGE_NOTE, markup=False)
             for d in docs:
                 try:
-                    verb = await _apply_one(client, d)
+                    verb = await apply_doc(client, d)
                 except ApiError as e:
-                    err.print(_api_error_text(e, "creating", source), markup=False)
+                    err.print(api_error_text(e, "creating", source), markup=False)
                     return EXIT_INVALID if e.code in (400, 403, 404, 422) else EXIT_FAILED
-                out.print(f"{_ref(d)} {verb}", markup=False)
+                out.print(f"{_job_ref(d)} {verb}", markup=False)
             uid = (await client.get(kind, name, ns))["metadata"]["uid"]
         outcome = await _stream(client, kind, name, ns, uid, out, timeout)
         if outcome.state == "Failed":
