@@ -208,6 +208,9 @@ async def run_job(docs: list[dict], job: dict, source: str, timeout: float | Non
         if served is None or others:
             # Others share this control plane: stop only this run's job.
             await _stop_own_job(client, kind, name, ns, err)
+        if served is not None and not others:
+            err.print(f"interrupted: stopping this control plane and its pods; {ref} is not failed and carries on "
+                      "at the next `phalanx up` or `phalanx run`", markup=False)
         if served is not None and others:
             err.print(f"still serving {len(others)} other run(s) ({', '.join(others)}); Ctrl-C again stops "
                       "them too (their jobs carry on at the next start)", markup=False)
