@@ -162,3 +162,19 @@ def test_a_run_returns_when_its_job_finished_and_its_events_are_kept(home, tmp_p
     events = kubectl_json(home, "ev")["items"]
     reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == "tfrun"}
     assert {"TFJobSucceeded", "JobTerminated"} <= reasons, reasons
+
+
+def test_ctrl_c_of_the_only_run_stops_its_control_plane_and_the_job_carries_on_at_up(home, tmp_path):
+    run = start_run(home, job(tmp_path, "carry", "sleep 4; echo carried"))
+    wait_until(lambda: running_endpoint(home, 0) and any(
+        p["metadata"]["name"] == "carry-master-0" and p["status"].get("phase") == "Running"
+        for p in kubectl_json(home, "po")["items"]), 40, "carry running")
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert "pytorchjob/carry is not failed and carries on at the next" in err
+    subprocess.run([*PHALANX, "up"], env=dict(os.environ, PHALANX_HOME=str(home)), check=True, timeout=60,
+                   capture_output=True)
+    j = wait_until(lambda: (j := kubectl_json(home, "pytorchjob", "carry")) and any(
+        c["type"] in ("Succeeded", "Failed") for c in j["status"]["conditions"]) and j, 60, "carry to finish")
+    assert j["status"]["conditions"][-1]["type"] == "Succeeded" and "restartCount" not in j["status"]
