@@ -4,15 +4,14 @@ Succeed, their PodGroup goes with them; `kubectl run` then `kubectl logs` works.
 from __future__ import annotations
 
 import json
-import os
+from typing import Iterator
 
 import pytest
-import yaml
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME
 from phalanx.api.errors import NotFound
 
-from tests.e2e.test_kubectl import Plane, require_kubectl
+from tests.e2e.test_kubectl import Plane, started_plane
 from tests.scenarios.conftest import cluster, wait_until  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
@@ -63,24 +62,8 @@ async def _is(value, expected) -> bool:
 
 
 @pytest.fixture(scope="module")
-def plane(tmp_path_factory) -> Plane:
-    require_kubectl()
-    tmp = tmp_path_factory.mktemp("barepods")
-    home = tmp / "home"
-    home.mkdir()
-    (home / "cluster.yaml").write_text(yaml.safe_dump({"nodes": [{"name": "las1", "cpu": 16, "memory": "64Gi"}]}))
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "PHALANX_HOME": str(home),
-           "LANG": "C.UTF-8"}
-    for key in ("PYTHONPATH", "VIRTUAL_ENV"):
-        if key in os.environ:
-            env[key] = os.environ[key]
-    p = Plane(home, env)
-    p.up_stdout = p.phalanx("up").stdout
-    env["KUBECONFIG"] = str(home / "kubeconfig")
-    try:
-        yield p
-    finally:
-        p.phalanx("down", check=False, timeout=60)
+def plane(tmp_path_factory) -> Iterator[Plane]:
+    yield from started_plane(tmp_path_factory.mktemp("barepods"), {"nodes": [{"name": "las1", "cpu": 16, "memory": "64Gi"}]})
 
 
 def test_kubectl_run_then_logs_prints_hi(plane):

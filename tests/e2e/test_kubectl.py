@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Iterator
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -143,19 +144,15 @@ def write_job(path: Path, seconds: float, **changes) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def plane(tmp_path_factory) -> Plane:
+def started_plane(tmp: Path, cluster: dict, extra_env: dict[str, str] | None = None) -> Iterator[Plane]:
+    """`phalanx up` with a home of its own under ``tmp`` (``cluster`` as its
+    cluster.yaml) and kubectl pointed at it; `phalanx down` at the end."""
     require_kubectl()
-    tmp = tmp_path_factory.mktemp("kubectl")
     home = tmp / "home"
     home.mkdir()
-    (home / "cluster.yaml").write_text(yaml.safe_dump({
-        "nodes": [{"name": "las1", "cpu": 16, "memory": "64Gi"}],
-        "agent": {"backoffBase": 0.2, "backoffCap": 2},
-    }))
-    (tmp / "editor.py").write_text(EDITOR)
+    (home / "cluster.yaml").write_text(yaml.safe_dump(cluster))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "PHALANX_HOME": str(home),
-           "KUBE_EDITOR": f"{sys.executable} {tmp / 'editor.py'}", "LANG": "C.UTF-8"}
+           "LANG": "C.UTF-8", **(extra_env or {})}
     for key in ("PYTHONPATH", "VIRTUAL_ENV"):
         if key in os.environ:
             env[key] = os.environ[key]
@@ -166,6 +163,15 @@ def plane(tmp_path_factory) -> Plane:
         yield p
     finally:
         p.phalanx("down", check=False, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory) -> Iterator[Plane]:
+    tmp = tmp_path_factory.mktemp("kubectl")
+    (tmp / "editor.py").write_text(EDITOR)
+    yield from started_plane(tmp, {"nodes": [{"name": "las1", "cpu": 16, "memory": "64Gi"}],
+                                   "agent": {"backoffBase": 0.2, "backoffCap": 2}},
+                             {"KUBE_EDITOR": f"{sys.executable} {tmp / 'editor.py'}"})
 
 
 # --------------------------------------------------------------------------

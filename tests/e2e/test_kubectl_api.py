@@ -4,37 +4,18 @@ exist, and `describe` events selected by uid."""
 from __future__ import annotations
 
 import json
-import os
-import sys
-from pathlib import Path
+from typing import Iterator
 
 import pytest
-import yaml
 
-from tests.e2e.test_kubectl import Plane, require_kubectl
+from tests.e2e.test_kubectl import Plane, started_plane
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")
-def plane(tmp_path_factory) -> Plane:
-    require_kubectl()
-    tmp = tmp_path_factory.mktemp("kubectl-api")
-    home = tmp / "home"
-    home.mkdir()
-    (home / "cluster.yaml").write_text(yaml.safe_dump({"nodes": [{"name": "las1", "cpu": 4, "memory": "8Gi"}]}))
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "PHALANX_HOME": str(home),
-           "LANG": "C.UTF-8"}
-    for key in ("PYTHONPATH", "VIRTUAL_ENV"):
-        if key in os.environ:
-            env[key] = os.environ[key]
-    p = Plane(home, env)
-    p.phalanx("up")
-    env["KUBECONFIG"] = str(home / "kubeconfig")
-    try:
-        yield p
-    finally:
-        p.phalanx("down", check=False, timeout=60)
+def plane(tmp_path_factory) -> Iterator[Plane]:
+    yield from started_plane(tmp_path_factory.mktemp("kubectl-api"), {"nodes": [{"name": "las1", "cpu": 4, "memory": "8Gi"}]})
 
 
 def test_typed_creates_send_protobuf_and_are_stored_as_json(plane):
