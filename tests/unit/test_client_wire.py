@@ -22,3 +22,9 @@ def test_a_line_past_the_limit_is_refused(monkeypatch):
     assert s.feed(b"12345678\n") == [b"12345678"]
     with pytest.raises(ApiError, match="larger than the client accepts"):
         s.feed(b"123456789")
+
+
+def test_log_query_names_only_what_was_asked():
+    assert wire.log_params(None, False, None, False) == {}
+    assert wire.log_params("c", True, 0, True) == {"container": "c", "follow": "true", "previous": "true",
+                                                  "tailLines": "0"}

@@ -21,8 +21,10 @@ import aiohttp
 from ..api.errors import ApiError, BadRequest
 from ..api.registry import ResourceType
 from .interface import Obj, ObjectList, WatchEvent
-from .wire import PATCH_TYPES as _PATCH_TYPES, LineSplitter, Unreachable, error_from_body, error_from_status, \
-    label_selector as _label_selector, parse_event, resource_path, resource_type
+from .wire import (
+    PATCH_TYPES as _PATCH_TYPES, LineSplitter, Unreachable, error_from_body, error_from_status, label_selector as _label_selector,
+    log_params, parse_event, resource_path, resource_type,
+)
 
 __all__ = ["HttpClient", "error_from_status"]
 
@@ -282,15 +284,7 @@ class HttpClient:
 
     async def _stream_log(self, url: str, container: str | None, follow: bool, tail: int | None,
                           previous: bool) -> AsyncIterator[bytes]:
-        params: dict[str, str] = {}
-        if container:
-            params["container"] = container
-        if follow:
-            params["follow"] = "true"
-        if previous:
-            params["previous"] = "true"
-        if tail is not None:
-            params["tailLines"] = str(tail)
+        params = log_params(container, follow, tail, previous)
         try:
             async with self._get_session().get(url, params=params, timeout=_STREAM_TIMEOUT) as resp:
                 if resp.status >= 400:

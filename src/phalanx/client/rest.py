@@ -16,8 +16,10 @@ from typing import Any, Iterator
 
 from ..api.errors import ApiError, BadRequest
 from .interface import Obj, ObjectList, WatchEvent
-from .wire import PATCH_TYPES, LineSplitter, Unreachable, error_from_body, label_selector as _selector, parse_event, \
-    resource_path, resource_type
+from .wire import (
+    PATCH_TYPES, LineSplitter, Unreachable, error_from_body, label_selector as _selector, log_params, parse_event,
+    resource_path, resource_type,
+)
 
 REQUEST_TIMEOUT = 60.0  # seconds for a whole request; streams wait for data as long as it takes
 _CHUNK = 64 * 1024
@@ -217,13 +219,13 @@ class RestClient:
              tail: int | None = None, previous: bool = False) -> Iterator[bytes]:
         """A container's log as it arrives (``follow``: until the container stops)."""
         path = resource_path(resource_type("Pod"), namespace, pod, "log")
-        return self._stream(path, _log_params(container, follow, tail, previous))
+        return self._stream(path, log_params(container, follow, tail, previous))
 
     def job_logs(self, namespace: str, kind: str, name: str, container: str | None = None,
                  follow: bool = False, tail: int | None = None) -> Iterator[bytes]:
         """Every log of a job's pods, current and deleted (Phalanx's ``{plural}/{name}/log``)."""
         path = resource_path(resource_type(kind), namespace, name, "log")
-        return self._stream(path, _log_params(container, follow, tail, False))
+        return self._stream(path, log_params(container, follow, tail, False))
 
 
 def _reason(e: BaseException) -> str:
@@ -246,19 +248,6 @@ def _identity(obj: Any, need_name: bool) -> tuple[Any, str | None, str | None]:
     if need_name and (not isinstance(name, str) or not name):
         raise BadRequest("metadata.name: Required value: name is required")
     return rt, ns, name
-
-
-def _log_params(container: str | None, follow: bool, tail: int | None, previous: bool) -> dict[str, str]:
-    params: dict[str, str] = {}
-    if container:
-        params["container"] = container
-    if follow:
-        params["follow"] = "true"
-    if previous:
-        params["previous"] = "true"
-    if tail is not None:
-        params["tailLines"] = str(tail)
-    return params
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:

@@ -45,6 +45,20 @@ class LineSplitter:
         return [tail] if tail.strip() else []
 
 
+def log_params(container: str | None, follow: bool, tail: int | None, previous: bool) -> dict[str, str]:
+    """The query of a pod or job log request."""
+    params: dict[str, str] = {}
+    if container:
+        params["container"] = container
+    if follow:
+        params["follow"] = "true"
+    if previous:
+        params["previous"] = "true"
+    if tail is not None:
+        params["tailLines"] = str(tail)
+    return params
+
+
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
