@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: install install-test system-deps demo test bench clean
+.PHONY: install install-test system-deps demo lint test bench clean
 
 # Runtime only: what `make demo` and `phalanx run` of a command-line job need.
 $(VENV)/.installed: pyproject.toml
@@ -33,8 +33,15 @@ system-deps:
 demo: install
 	$(VENV)/bin/phalanx run examples/pytorchjob.yaml
 
+# The build checks the layering (import-linter contracts in pyproject.toml), unused and private-name use (ruff)
+# and types (mypy; strict on the object layer, the controller runtime and the pure cores).
+lint: install-test
+	$(VENV)/bin/ruff check src tests benchmarks tools
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
+
 # --no-skips: a test skipped because something is missing fails (a skip would hide a missing install).
-test: system-deps install-test
+test: system-deps install-test lint
 	$(PY) -m pytest -q --no-skips
 
 bench: install-test

@@ -30,8 +30,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from phalanx.clock import Clock  # noqa: E402
-from phalanx.node.runtime import ProcessRuntime  # noqa: E402
+from phalanx.node.runtime import ProcessRuntime
+from phalanx.objects.clock import Clock
 
 
 def pod(i: int) -> dict:

@@ -41,11 +41,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from phalanx.client.interface import Client  # noqa: E402
-from phalanx.cluster import EmbeddedCluster  # noqa: E402
-from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings  # noqa: E402
-from phalanx.node.instancefiles import STATUS_SUFFIX  # noqa: E402
-from phalanx.node.network import port_free  # noqa: E402
+from phalanx.client.interface import Client
+from phalanx.cluster import EmbeddedCluster
+from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
+from phalanx.node.instancefiles import STATUS_SUFFIX
+from phalanx.node.network import port_free
 
 TORCHX_WALL, TORCHX_CPU = 11.3, 13.0
 

@@ -24,10 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from tests.unit import test_hostile_input as T  # noqa: E402
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from tests.unit import test_hostile_input as T
 
 
 def properties(server: T.ApiServer) -> dict[str, tuple[Any, Callable[[Any], Any]]]:

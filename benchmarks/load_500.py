@@ -36,10 +36,10 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from phalanx.api.errors import ApiError, NotFound  # noqa: E402
-from phalanx.api.quantity import parse_quantity  # noqa: E402
-from phalanx.cli.controlplane import Endpoint, read_endpoint, stop_daemon  # noqa: E402
-from phalanx.client.http import HttpClient  # noqa: E402
+from phalanx.cli.controlplane import Endpoint, read_endpoint, stop_daemon
+from phalanx.client.http import HttpClient
+from phalanx.objects.errors import ApiError, NotFound
+from phalanx.objects.quantity import parse_quantity
 
 NS = "default"
 QUEUE = "default"

@@ -26,8 +26,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from phalanx.cluster import EmbeddedCluster  # noqa: E402
-from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings  # noqa: E402
+from phalanx.cluster import EmbeddedCluster
+from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
 
 NS = "default"
 TARGET_IDLE_MB = 80

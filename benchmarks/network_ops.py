@@ -29,7 +29,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-import phalanx.node.network as default_impl  # noqa: E402
+import phalanx.node.network as default_impl
 
 OPS = ("admit-create", "allocate_address", "publish", "unpublish", "release", "admit-delete")
 

@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from phalanx.scheduler import SchedulerConfig, Snapshot, run_session  # noqa: E402
-from phalanx.scheduler.config import VOLCANO_DEFAULT_WEIGHTS  # noqa: E402
-from phalanx.scheduler.testing import node, pod, podgroup, queue  # noqa: E402
+from phalanx.scheduler import SchedulerConfig, Snapshot, run_session
+from phalanx.scheduler.config import VOLCANO_DEFAULT_WEIGHTS
+from phalanx.scheduler.testing import node, pod, podgroup, queue
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 GANG = 4

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from phalanx.clock import Clock
+from phalanx.objects.clock import Clock
 from phalanx.store.store import Store
 
 

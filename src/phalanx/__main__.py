@@ -3,7 +3,7 @@
 The MPI launcher's rsh agent runs ``<python> -m phalanx exec ...``: the same
 interpreter as the control plane, whether or not ``phalanx`` is on the pods' PATH.
 """
-from .cli.main import app
+from phalanx.cli.main import app
 
 if __name__ == "__main__":
     app(prog_name="phalanx")

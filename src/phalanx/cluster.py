@@ -7,32 +7,31 @@ across machines.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-from .api.admission import admit
-from .client.local import LocalClient
-from .clock import Clock
-from .config import ClusterConfig, load_config, make_private_dir
-from .controller.gc import GarbageCollector
-from .controller.job.controller import JobController
-from .controller.job.plan import ReconcileOptions
-from .controller.podgroup.controller import PodGroupController
-from .controller.namespaces import NamespaceController
-from .gctune import tune_gc
-from .node import commandcheck
-from .node.agent import AgentConfig, NodeAgent, ensure_node
-from .node.execctx import LocalExecProvider
-from .node.logjanitor import LogJanitor
-from .node.logs import LogProvider
-from .node.network import LocalNetwork
-from .scheduler.config import SchedulerConfig
-from .scheduler.scheduler import Scheduler
-from .store.namespaces import SYSTEM_NAMESPACES, NamespaceLifecycle
-from .store.store import Store
+from phalanx.api.admission import admit
+from phalanx.client.local import LocalClient
+from phalanx.config import ClusterConfig, load_config, make_private_dir
+from phalanx.controller.gc import GarbageCollector
+from phalanx.controller.job.controller import JobController
+from phalanx.controller.job.plan import ReconcileOptions
+from phalanx.controller.namespaces import NamespaceController
+from phalanx.controller.podgroup.controller import PodGroupController
+from phalanx.gctune import tune_gc
+from phalanx.node import commandcheck
+from phalanx.node.agent import AgentConfig, NodeAgent, ensure_node
+from phalanx.node.execctx import LocalExecProvider
+from phalanx.node.logjanitor import LogJanitor
+from phalanx.node.logs import LogProvider
+from phalanx.node.network import LocalNetwork
+from phalanx.objects.clock import Clock
+from phalanx.scheduler.config import SchedulerConfig
+from phalanx.scheduler.scheduler import Scheduler
+from phalanx.store.namespaces import SYSTEM_NAMESPACES, NamespaceLifecycle
+from phalanx.store.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +132,7 @@ class EmbeddedCluster:
                 raise t.exception()  # type: ignore[misc]
 
     async def _ensure_namespace(self, name: str) -> None:
-        from .api.errors import AlreadyExists
+        from phalanx.objects.errors import AlreadyExists
 
         try:
             await self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -153,17 +152,13 @@ class EmbeddedCluster:
             await self.jobs.drain(DRAIN_TIMEOUT)
         for c in (self.jobs, self.scheduler, self.podgroups):
             if c is not None:
-                r = c.stop()
-                if inspect.isawaitable(r):
-                    await r
+                await c.stop()
         for a in self.agents:
             await a.stop(kill_pods=kill_pods)
         for c in (self.gc, self.namespaces, self.log_janitor):
             if c is None:
                 continue
-            r = c.stop()
-            if inspect.isawaitable(r):
-                await r
+            await c.stop()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -39,10 +39,11 @@ from pathlib import Path
 import psutil
 import yaml
 
-from .api.constants import DEFAULT_SCHEDULER_NAME, SCHEDULER_NAME
-from .api.quantity import parse_quantity
-from .node.gpus import detect_gpus
-from .node.pyenv import PythonEnvironment, check_prefix
+from phalanx.api.constants import DEFAULT_SCHEDULER_NAME, SCHEDULER_NAME
+from phalanx.node.gpus import detect_gpus
+from phalanx.node.home import phalanx_home
+from phalanx.node.pyenv import PythonEnvironment, check_prefix
+from phalanx.objects.quantity import parse_quantity
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -61,14 +62,6 @@ def make_private_dir(path: Path) -> None:
             path.chmod(0o700)
     except OSError:
         pass
-
-
-def phalanx_home() -> Path:
-    env = os.environ.get("PHALANX_HOME")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
-    return Path(base) / "phalanx"
 
 
 @dataclass

@@ -9,10 +9,9 @@ from typing import Iterator
 import pytest
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME
-from phalanx.api.errors import NotFound
-
+from phalanx.objects.errors import NotFound
 from tests.e2e.test_kubectl import Plane, started_plane
-from tests.scenarios.conftest import cluster, wait_until  # noqa: F401  (the fixture)
+from tests.scenarios.conftest import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -24,7 +23,7 @@ def hello_pod(name: str) -> dict:
                                      "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}}}]}}
 
 
-async def test_a_bare_pod_runs_and_succeeds_and_its_podgroup_goes_with_it(cluster):  # noqa: F811
+async def test_a_bare_pod_runs_and_succeeds_and_its_podgroup_goes_with_it(cluster):
     c = cluster.client
     created = await c.create(hello_pod("hello"))
     assert created["spec"]["schedulerName"] == "default-scheduler"

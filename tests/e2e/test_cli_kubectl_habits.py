@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.e2e.test_cli_controlplane import _job_file, cli, env, wait_cli  # noqa: F401  (env: the fixture)
+from tests.e2e.test_cli_controlplane import _job_file, cli, wait_cli
 
 pytestmark = pytest.mark.e2e
 KUBECTL = "/usr/bin/kubectl"

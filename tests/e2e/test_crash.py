@@ -37,9 +37,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from phalanx.api.errors import ApiError
 from phalanx.cli.controlplane import read_endpoint
 from phalanx.node import instancefiles as files
+from phalanx.objects.errors import ApiError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

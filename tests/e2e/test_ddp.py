@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from phalanx.api.errors import NotFound
 from phalanx.node.network import LocalNetwork, nss_wrapper_available, v4_mapped
-
-from tests.scenarios.conftest import cluster, job_state, wait_until  # noqa: F401  (the fixture)
+from phalanx.objects.errors import NotFound
+from tests.scenarios.conftest import job_state, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DDP = ROOT / "examples" / "ddp"
@@ -105,7 +104,7 @@ def test_names_resolve_for_clients_that_ask_for_ipv6_first(tmp_path):
     assert out.stdout.split() == ["::ffff:127.0.1.7", "127.0.1.7"], out.stderr
 
 
-async def _finish(cluster, name: str, timeout: float) -> dict:  # noqa: F811
+async def _finish(cluster, name: str, timeout: float) -> dict:
     """The job Succeeded with every pod finished, or Failed."""
     async def done():
         job = await cluster.client.get("PyTorchJob", name, "default")
@@ -122,11 +121,11 @@ async def _finish(cluster, name: str, timeout: float) -> dict:  # noqa: F811
     return await wait_until(done, timeout, f"PyTorchJob {name} finished")
 
 
-async def _logs(cluster, job: str) -> dict[str, str]:  # noqa: F811
+async def _logs(cluster, job: str) -> dict[str, str]:
     return {n: await cluster.log_provider.read("default", n, "pytorch") for n in pod_names(job)}
 
 
-async def _check_job(cluster, name: str, launcher: str) -> dict[str, str]:  # noqa: F811
+async def _check_job(cluster, name: str, launcher: str) -> dict[str, str]:
     """The job Succeeded and every rank proved the world it joined; returns the logs."""
     job = await cluster.client.get("PyTorchJob", name, "default")
     logs = await _logs(cluster, name)
@@ -160,7 +159,7 @@ async def _check_job(cluster, name: str, launcher: str) -> dict[str, str]:  # no
     return logs
 
 
-async def test_ddp_and_torchrun_jobs_train_and_succeed(cluster, torch_on_path):  # noqa: F811
+async def test_ddp_and_torchrun_jobs_train_and_succeed(cluster, torch_on_path):
     ddp, torchrun = load("pytorchjob.yaml"), load("torchrun.yaml")
     await cluster.client.create(ddp)
     await cluster.client.create(torchrun)

@@ -14,12 +14,12 @@ from typing import Any, Callable
 
 import pytest
 
-from phalanx.api.errors import NotFound
 from phalanx.client.local import LocalClient
-from phalanx.clock import Clock
 from phalanx.node.agent import AgentConfig, NodeAgent, ensure_node
 from phalanx.node.logs import LogProvider
 from phalanx.node.network import LocalNetwork
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import NotFound
 from phalanx.store.store import Store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from phalanx.api.errors import ApiError
 from phalanx.cluster import EmbeddedCluster
 from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
-
+from phalanx.objects.errors import ApiError
 from tests.scenarios.conftest import job_state, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]

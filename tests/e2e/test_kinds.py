@@ -25,11 +25,10 @@ import pytest
 import yaml
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from phalanx.api.errors import NotFound
 from phalanx.cluster import EmbeddedCluster
 from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
 from phalanx.node.network import nss_wrapper_available
-
+from phalanx.objects.errors import NotFound
 from tests.scenarios.conftest import job_state, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

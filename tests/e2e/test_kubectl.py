@@ -17,10 +17,10 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Iterator
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml

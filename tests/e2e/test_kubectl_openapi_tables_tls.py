@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from aiohttp import web
 
-from phalanx.clock import format_time
+from phalanx.objects.clock import format_time
 from phalanx.server import discovery
 from phalanx.server.openapi import openapi_v3_reply
 from phalanx.server.tables import TABLE_CONTENT_TYPE, negotiate_table, table_for

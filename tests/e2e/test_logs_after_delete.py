@@ -11,13 +11,12 @@ import sys
 
 import pytest
 
-from phalanx.api.errors import NotFound
 from phalanx.cli.controlplane import Endpoint, write_endpoint
 from phalanx.client.http import HttpClient
 from phalanx.node.podrecords import PodRecords
+from phalanx.objects.errors import NotFound
 from phalanx.server.app import make_app, serve
-
-from tests.scenarios.conftest import cluster, job_state, wait_until  # noqa: F401  (the fixture)
+from tests.scenarios.conftest import job_state, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
@@ -48,7 +47,7 @@ async def phalanx(home, *args: str) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
-async def test_logs_of_a_failed_jobs_deleted_pods_until_the_job_is_deleted(cluster):  # noqa: F811
+async def test_logs_of_a_failed_jobs_deleted_pods_until_the_job_is_deleted(cluster):
     c = cluster.client
     created = await c.create(job_doc())
     job_uid = created["metadata"]["uid"]

@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from phalanx.api.errors import NotFound
-
-from tests.scenarios.conftest import cluster, job_state, wait_until  # noqa: F401  (the fixture)
+from phalanx.objects.errors import NotFound
+from tests.scenarios.conftest import job_state, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -70,7 +69,7 @@ def test_manifest_embeds_the_program_verbatim():
     assert worker["replicas"] == 2 and "command" not in worker["template"]["spec"]["containers"][0]
 
 
-async def _finish(cluster, timeout: float) -> dict:  # noqa: F811
+async def _finish(cluster, timeout: float) -> dict:
     """The job Succeeded (or Failed) with the launcher finished."""
     async def done():
         job = await cluster.client.get("MPIJob", JOB, "default")
@@ -86,7 +85,7 @@ async def _finish(cluster, timeout: float) -> dict:  # noqa: F811
     return await wait_until(done, timeout, f"MPIJob {JOB} finished")
 
 
-async def test_mpijob_ranks_run_in_the_worker_pods_and_all_reduce(cluster, mpi_on_path):  # noqa: F811
+async def test_mpijob_ranks_run_in_the_worker_pods_and_all_reduce(cluster, mpi_on_path):
     await cluster.client.create(load())
     job = await _finish(cluster, 40)
     log = await cluster.log_provider.read("default", LAUNCHER, "mpi")

@@ -15,13 +15,12 @@ import psutil
 import pytest
 
 from phalanx.client.local import LocalClient
-from phalanx.clock import Clock, parse_time
 from phalanx.node.agent import AgentConfig, NodeAgent, ensure_node
 from phalanx.node.logs import LogProvider
 from phalanx.node.network import LocalNetwork
+from phalanx.objects.clock import Clock, parse_time
 from phalanx.store.store import Store
-
-from .test_node_agent import NODE, Env, main_status, phase, pod, wait_for, wait_gone
+from tests.e2e.test_node_agent import NODE, Env, main_status, phase, pod, wait_for, wait_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 

@@ -13,16 +13,15 @@ from typing import Any, Callable
 import psutil
 import pytest
 
-from phalanx.api.objects import stopped_by_shutdown
-
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from phalanx.api.errors import NotFound
+from phalanx.api.pod import stopped_by_shutdown
 from phalanx.client.local import LocalClient
-from phalanx.clock import Clock
 from phalanx.node.agent import AgentConfig, NodeAgent, ensure_node
 from phalanx.node.logs import LogProvider
 from phalanx.node.network import LocalNetwork, nss_wrapper_available
 from phalanx.node.runtime import ProcessRuntime
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import NotFound
 from phalanx.store.store import Store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]

@@ -12,8 +12,8 @@ import asyncio
 import psutil
 import pytest
 
-from phalanx.clock import Clock
 from phalanx.node.runtime import ProcessRuntime
+from phalanx.objects.clock import Clock
 
 pytestmark = pytest.mark.e2e
 

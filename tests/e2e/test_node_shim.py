@@ -16,10 +16,9 @@ import psutil
 import pytest
 
 from phalanx.node import instancefiles as files
-from phalanx.node.shim import exec_candidates, start_ticks
 from phalanx.node.runtime import SHIM
-
-from ..procfds import settled_fds
+from phalanx.node.shim import exec_candidates, start_ticks
+from tests.procfds import settled_fds
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(30)]
 

@@ -26,15 +26,21 @@ from typing import AsyncIterator
 import pytest
 import yaml
 
-from phalanx.api.errors import Forbidden, NotFound
 from phalanx.client.kube import KubeClient
 from phalanx.client.kubeconfig import from_kubeconfig
 from phalanx.cluster import EmbeddedCluster
 from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
-
-from ..scenarios.conftest import Recorder, job_state, load_example, scaled, wait_until
-from ..scenarios.test_failures import (
-    backoff_message, condition, get, pytorch, restarts, script, wait_job, wait_nothing_left,
+from phalanx.objects.errors import Forbidden, NotFound
+from tests.scenarios.conftest import Recorder, job_state, load_example, scaled, wait_until
+from tests.scenarios.test_failures import (
+    backoff_message,
+    condition,
+    get,
+    pytorch,
+    restarts,
+    script,
+    wait_job,
+    wait_nothing_left,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from .test_cli_controlplane import _job_file, cli, env, wait_cli  # noqa: F401  (env: fixture)
+from tests.e2e.test_cli_controlplane import _job_file, cli, wait_cli
 
 pytestmark = pytest.mark.e2e
 

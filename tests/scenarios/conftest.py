@@ -14,7 +14,7 @@ import yaml
 
 from phalanx.cli import printers
 from phalanx.cluster import EmbeddedCluster
-from phalanx.config import ClusterConfig, NodeConfig, AgentSettings, OperatorSettings
+from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -15,10 +15,9 @@ import time
 
 import pytest
 
-from phalanx.api.errors import NotFound
-from phalanx.clock import parse_time
-
-from .conftest import job_state, load_example, scaled, wait_until
+from phalanx.objects.clock import parse_time
+from phalanx.objects.errors import NotFound
+from tests.scenarios.conftest import job_state, load_example, scaled, wait_until
 
 pytestmark = pytest.mark.e2e
 

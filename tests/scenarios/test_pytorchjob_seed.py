@@ -6,11 +6,9 @@ import json
 
 import pytest
 
-from phalanx.api.admission import admit
-from phalanx.api.errors import ApiError, NotFound
 from phalanx.cli import describe as describe_mod
-
-from .conftest import job_state, load_example, scaled, wait_until
+from phalanx.objects.errors import ApiError, NotFound
+from tests.scenarios.conftest import job_state, load_example, scaled, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -80,7 +78,7 @@ async def test_p1_podgroup_spec(cluster):
     pg = await wait_until(lambda: _get(cluster.client, "PodGroup", "pytest"), 5, "PodGroup created")
     assert pg["spec"]["minMember"] == 4
     assert pg["spec"]["queue"] == "default"
-    from phalanx.api.quantity import parse_quantity
+    from phalanx.objects.quantity import parse_quantity
     mr = pg["spec"]["minResources"]
     assert parse_quantity(mr["cpu"]) == 4
     assert parse_quantity(mr["memory"]) == 400 * 1024**2

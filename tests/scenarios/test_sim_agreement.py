@@ -20,10 +20,10 @@ from typing import Any, Awaitable, Callable
 import pytest
 import yaml
 
-from phalanx.api.errors import NotFound
 from phalanx.cli import describe as describe_mod
 from phalanx.cli import printers
-from phalanx.clock import parse_time
+from phalanx.objects.clock import parse_time
+from phalanx.objects.errors import NotFound
 from phalanx.sim.runner import SimResult, Simulation
 from phalanx.sim.workload import parse_workload, resolve
 

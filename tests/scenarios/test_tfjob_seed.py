@@ -5,9 +5,8 @@ import json
 
 import pytest
 
-from phalanx.api.errors import NotFound
-
-from .conftest import job_state, load_example, scaled, wait_until
+from phalanx.objects.errors import NotFound
+from tests.scenarios.conftest import job_state, load_example, scaled, wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -26,8 +26,8 @@ from phalanx.api.admission import admit
 from phalanx.cli.controlplane import Endpoint, write_endpoint
 from phalanx.cli.main import app as cli
 from phalanx.client.local import LocalClient
-from phalanx.clock import Clock
 from phalanx.node.logs import LogProvider, container_log_path
+from phalanx.objects.clock import Clock
 from phalanx.server.app import make_app, serve
 from phalanx.server.tls import ensure_tls, ssl_context, write_kubeconfig
 from phalanx.store.store import Store

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from phalanx.api.admission import StrictDecodingError, WebhookDenied, admit
-from phalanx.api.errors import ApiError, BadRequest, Forbidden, Invalid
+from phalanx.objects.errors import ApiError, BadRequest, Forbidden, Invalid
 
 # Seed 000's PyTorchJob (its indentation restored), verbatim otherwise.
 SEED_PYTORCHJOB = """\

@@ -18,24 +18,23 @@ import yaml
 from typer.testing import CliRunner
 
 from phalanx.api.admission import WebhookDenied, admit
-from phalanx.api.errors import Forbidden, Invalid
 from phalanx.api.registry import JOB_KINDS, by_kind
 from phalanx.cli import clustermode, printers
 from phalanx.cli.describe import describe
 from phalanx.cli.main import app as cli
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock, format_time
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
 from phalanx.deploy.crds import crd
 from phalanx.deploy.rbac import OPERATOR_RULES
+from phalanx.objects.clock import FakeClock, format_time
+from phalanx.objects.errors import Forbidden, Invalid
 from phalanx.server import discovery
 from phalanx.server.deleteoptions import effective_policy
 from phalanx.server.openapi import openapi_document
 from phalanx.server.tables import column_definitions, table_for
 from phalanx.store.store import Store
-
-from .test_install import Authorizing, _allowed, schema_of, structural_problems, validate
+from tests.unit.test_install import Authorizing, _allowed, schema_of, structural_problems, validate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NEW_KINDS = ("XGBoostJob", "PaddleJob", "JAXJob", "MPIJob")
@@ -490,8 +489,7 @@ async def test_job_log_route_serves_an_mpijobs_pods(tmp_path):
     from phalanx.client.http import HttpClient
     from phalanx.node.logs import LogProvider
     from phalanx.server.app import make_app, serve
-
-    from .test_node_log_records import pod_doc, run_pod
+    from tests.unit.test_node_log_records import pod_doc, run_pod
 
     store = Store(None, FakeClock(NOW), admission=admit)
     local = LocalClient(store)

@@ -8,8 +8,8 @@ import pytest
 
 from phalanx.api import manifest
 from phalanx.api.admission import admit
-from phalanx.api.errors import BadRequest
-from phalanx.api.manifest import ManifestError, load_manifests, normalize_json, ShapeError
+from phalanx.api.manifest import ManifestError, ShapeError, load_manifests, normalize_json
+from phalanx.objects.errors import BadRequest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -172,9 +172,10 @@ def test_examples_load_and_pass_admission(name: str, kind: str) -> None:
 
 # --- normalize_json's fast copy agrees with the full walk ---------------------------------------
 
-from hypothesis import given, settings, strategies as _st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as _st
 
-from phalanx.api import manifest as _manifest  # noqa: E402
+from phalanx.api import manifest as _manifest
 
 _json_values = _st.recursive(
     _st.none() | _st.booleans() | _st.integers(min_value=-(2 ** 1100), max_value=2 ** 1100)

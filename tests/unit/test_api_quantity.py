@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from phalanx.api.quantity import (
+from phalanx.objects.quantity import (
     add_resources,
     container_requests,
     format_cpu,

@@ -70,7 +70,7 @@ def test_custom_columns_print_go_values_and_none():
 def test_sort_by_numbers_names_and_quantities():
     objs = [{"metadata": {"name": n}, "spec": {"w": w, "cpu": c}}
             for n, w, c in (("pod-10", 3, "1500m"), ("pod-2", 20, "2"), ("pod-1", 1, "100m"))]
-    names = lambda xs: [o["metadata"]["name"] for o in xs]  # noqa: E731
+    names = lambda xs: [o["metadata"]["name"] for o in xs]
     assert names(printers.sort_objects(objs, ".metadata.name")) == ["pod-1", "pod-2", "pod-10"]
     assert names(printers.sort_objects(objs, "{.spec.w}")) == ["pod-1", "pod-10", "pod-2"]
     assert names(printers.sort_objects(objs, ".spec.cpu")) == ["pod-1", "pod-10", "pod-2"]

@@ -1,7 +1,7 @@
 """KubeClient (lightkube) against the API server `phalanx up` serves — the same
 app, HTTPS, bearer token and kubeconfig — over a store with admission: CRUD,
 status, binding, patches, deletes with options, selectors, watch (410 as Gone,
-the Informer relisting on it), errors mapped to phalanx.api.errors, the three
+the Informer relisting on it), errors mapped to phalanx.objects.errors, the three
 ways to connect, the rate limiter and conflict retries."""
 from __future__ import annotations
 
@@ -13,19 +13,18 @@ from pathlib import Path
 import pytest
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, Gone, Invalid, NotFound
 from phalanx.client.kube import KubeClient
 from phalanx.client.kubeconfig import ConfigError, from_kubeconfig, from_url, resolve
 from phalanx.client.local import LocalClient
 from phalanx.client.ratelimit import TokenBucket
 from phalanx.client.retry import retry_on_conflict
-from phalanx.clock import Clock
-from phalanx.controller.runtime import Informer
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, Gone, Invalid, NotFound
+from phalanx.runtime.informer import Informer
 from phalanx.server.app import make_app, serve
 from phalanx.server.tls import ensure_tls, ssl_context, write_kubeconfig
 from phalanx.store.store import Store
-
-from ..scenarios.conftest import load_example
+from tests.scenarios.conftest import load_example
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -242,7 +241,7 @@ async def test_informer_over_kube_client_relists_after_gone(kube, served):
         assert ("ADDED", "after") in events
         assert sum(1 for t, n in events if n == "p0") == 1  # the relist replays no change
     finally:
-        inf.stop()
+        await inf.stop()
 
 
 async def test_connect_by_url_and_token_and_errors(served, tmp_path):

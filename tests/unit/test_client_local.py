@@ -5,11 +5,11 @@ import asyncio
 
 import pytest
 
-from phalanx.api.errors import Gone, NotFound
 from phalanx.client.interface import Client, ObjectList
 from phalanx.client.local import LocalClient
 from phalanx.client.util import get_or_none, wait_for, wait_for_deletion
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import Gone, NotFound
 from phalanx.store import Store
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from phalanx.api.errors import ApiError
 from phalanx.client import wire
+from phalanx.objects.errors import ApiError
 
 
 def test_lines_whatever_the_chunk_boundaries():

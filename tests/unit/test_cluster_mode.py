@@ -10,16 +10,19 @@ import pytest
 
 from phalanx.api.admission import admit
 from phalanx.cli.clustermode import (
-    INITWAIT_COMMAND, is_phalanx_node, local_runtime_from_nodes, parse_gang_scheduler, parse_kinds,
+    INITWAIT_COMMAND,
+    is_phalanx_node,
+    local_runtime_from_nodes,
+    parse_gang_scheduler,
+    parse_kinds,
     reconcile_options,
 )
 from phalanx.client.local import LocalClient
 from phalanx.client.scoped import NamespaceScoped
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
 from phalanx.store.store import Store
-
-from ..scenarios.conftest import load_example
-from .test_job_world import World
+from tests.scenarios.conftest import load_example
+from tests.unit.test_job_world import World
 
 UID = "dd780d46-45c9-468d-bb1a-f17b6c90e612"
 OWNER = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "pytest", "uid": UID,
@@ -218,8 +221,8 @@ class _Nodes:
         self.failures, self.code, self.nodes, self.calls = failures, code, nodes, 0
 
     async def list(self, kind, namespace=None, label_selector=None, field_selector=None):
-        from phalanx.api.errors import ApiError
         from phalanx.client.interface import ObjectList
+        from phalanx.objects.errors import ApiError
         self.calls += 1
         if self.calls <= self.failures:
             err = ApiError("boom")
@@ -238,8 +241,8 @@ async def test_local_runtime_detection_waits_for_the_server_and_falls_back_on_re
 
 
 async def test_operator_refuses_to_start_without_the_podgroup_crd():
-    from phalanx.api.errors import NotFound
     from phalanx.cli.clustermode import podgroup_crd_missing
+    from phalanx.objects.errors import NotFound
 
     class NoCrd:
         async def list(self, kind, namespace=None, label_selector=None, field_selector=None):

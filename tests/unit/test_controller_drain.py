@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from phalanx.controller.runtime import Controller, Result, WorkQueue
+from phalanx.runtime.controller import Controller, Result
+from phalanx.runtime.workqueue import WorkQueue
 
 
 async def test_a_queue_is_idle_only_with_nothing_waiting_or_in_progress():
@@ -37,5 +38,5 @@ async def test_wait_idle_returns_once_queued_rounds_and_their_writes_are_done():
     release.set()
     assert await c.wait_idle(2.0)
     assert sorted(written) == ["a", "b", "c"]
-    c.stop()
+    await c.stop()
     await asyncio.wait_for(task, 2)

@@ -9,7 +9,13 @@ from datetime import datetime, timedelta, timezone
 import yaml
 
 from phalanx.cli.describe import (
-    camelcase_split, describe, format_quantity, parse_quantity, rfc1123z, smart_label, waiting_reason,
+    camelcase_split,
+    describe,
+    format_quantity,
+    parse_quantity,
+    rfc1123z,
+    smart_label,
+    waiting_reason,
 )
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import copy
 
 from phalanx.cli.describe import describe, has_restart_accounting
-
-from .test_describe import GOLDEN_18, JOB, JOB_EVENTS, NOW
+from tests.unit.test_describe import GOLDEN_18, JOB, JOB_EVENTS, NOW
 
 
 def status_block(text: str) -> str:

@@ -5,8 +5,8 @@ import asyncio
 import re
 
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock, format_time
-from phalanx.controller.events import EventRecorder, build_event, record
+from phalanx.objects.clock import FakeClock, format_time
+from phalanx.runtime.events import EventRecorder, build_event, record
 from phalanx.store import Store
 
 

@@ -6,12 +6,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from .test_job_core import assert_fixpoint, started
-from .test_job_world import COMMAND, IMAGE, JOB_UID, T0, World
-
 from phalanx.controller.frameworks import ReplicaState, get_framework
 from phalanx.controller.job import ReconcileOptions
 from phalanx.controller.job.conditions import StatusWriter
+from tests.unit.test_job_core import assert_fixpoint, started
+from tests.unit.test_job_world import COMMAND, IMAGE, JOB_UID, T0, World
 
 JAX = get_framework("JAXJob")
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

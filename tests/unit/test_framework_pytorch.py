@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from .test_job_core import PODS, started
-from .test_job_world import World, env_of, pytorch_job
-
 from phalanx.controller.frameworks import ReplicaState, get_framework
 from phalanx.controller.job import ReconcileOptions
 from phalanx.controller.job.conditions import StatusWriter
+from tests.unit.test_job_core import PODS, started
+from tests.unit.test_job_world import World, env_of, pytorch_job
 
 PYTORCH = get_framework("PyTorchJob")
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import json
 
-from .test_job_core import assert_fixpoint, started
-from .test_job_world import World, env_of, tf_job
-
 from phalanx.controller.frameworks import get_framework
 from phalanx.controller.job import ReconcileOptions
+from tests.unit.test_job_core import assert_fixpoint, started
+from tests.unit.test_job_world import World, env_of, tf_job
 
 TF = get_framework("TFJob")
 WORKERS = ["tftest-worker-0", "tftest-worker-1", "tftest-worker-2"]

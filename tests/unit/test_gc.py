@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from phalanx.api.objects import owner_ref
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
 from phalanx.controller.gc import GarbageCollector
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.meta import owner_ref
 from phalanx.store import Store
 
 
@@ -52,7 +52,7 @@ async def env():
         await asyncio.gather(*(inf.wait_synced(1) for inf in gc.informers.values()))
 
     yield store, client, gc, start
-    gc.stop()
+    await gc.stop()
     if task is not None:
         await asyncio.wait_for(task, 2)
 
@@ -146,5 +146,5 @@ async def test_unknown_owner_kinds_and_cluster_scoped_owners(env) -> None:
 async def test_stop_before_sync_returns() -> None:
     gc = GarbageCollector(LocalClient(Store(None, FakeClock())))
     task = asyncio.create_task(gc.run())
-    gc.stop()
+    await gc.stop()
     await asyncio.wait_for(task, 1)

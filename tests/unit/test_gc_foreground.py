@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from phalanx.api.errors import NotFound
-from phalanx.api.objects import owner_ref
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
 from phalanx.controller.gc import GarbageCollector
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import NotFound
+from phalanx.objects.meta import owner_ref
 from phalanx.store import Store
 
 
@@ -56,7 +56,7 @@ async def env():
     task = asyncio.create_task(gc.run())
     await asyncio.gather(*(inf.wait_synced(1) for inf in gc.informers.values()))
     yield store, client
-    gc.stop()
+    await gc.stop()
     await asyncio.wait_for(task, 2)
 
 

@@ -45,11 +45,11 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import ApiError, BadRequest, FieldError, Forbidden, Invalid
 from phalanx.api.manifest import ManifestError, load_manifests
 from phalanx.api.registry import all_kinds
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import ApiError, BadRequest, FieldError, Forbidden, Invalid
 from phalanx.server.app import make_app, serve
 from phalanx.store.store import Store
 
@@ -347,7 +347,7 @@ SEED_QUEUE = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "m
 class _Logs:
     """A log provider that answers at once (follow or not)."""
 
-    async def open(self, namespace, pod, container, previous, follow, tail):  # noqa: ANN001
+    async def open(self, namespace, pod, container, previous, follow, tail):
         yield b"hello\n"
 
 

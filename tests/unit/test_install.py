@@ -15,24 +15,23 @@ import pytest
 import yaml
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import AlreadyExists, Forbidden
 from phalanx.api.registry import by_kind
 from phalanx.client.local import LocalClient
-from phalanx.clock import Clock, FakeClock
 from phalanx.controller.gc import GarbageCollector
-from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
+from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.deploy.apply import apply_objects
 from phalanx.deploy.crds import CRD_KINDS, crd
 from phalanx.deploy.manifests import InstallOptions, install_objects, to_yaml
 from phalanx.deploy.rbac import OPERATOR_RULES, SCHEDULER_RULES
 from phalanx.node.agent import AgentConfig, NodeAgent, ensure_node
 from phalanx.node.network import LocalNetwork
+from phalanx.objects.clock import Clock, FakeClock
+from phalanx.objects.errors import AlreadyExists, Forbidden
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.store.store import Store
-
-from ..scenarios.conftest import scaled
+from tests.scenarios.conftest import scaled
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -338,9 +337,7 @@ async def test_the_cluster_roles_suffice_to_run_the_seed_job(tmp_path):
         assert conds[-1]["type"] == "Succeeded", conds
     finally:
         for p in parts:
-            res = p.stop(kill_pods=True) if isinstance(p, NodeAgent) else p.stop()
-            if asyncio.iscoroutine(res) or hasattr(res, "__await__"):
-                await res
+            await (p.stop(kill_pods=True) if isinstance(p, NodeAgent) else p.stop())
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -8,13 +8,13 @@ import json
 import time
 
 import pytest
-from .test_job_world import JOB_UID, pytorch_job
 
-from phalanx.api.errors import AlreadyExists, Conflict, NotFound
-from phalanx.clock import FakeClock
 from phalanx.controller.job import Plan, ReconcileOptions
 from phalanx.controller.job import controller as ctl
 from phalanx.controller.job.controller import CONFLICT_RETRY, ERROR_RETRY, JobController
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import AlreadyExists, Conflict, NotFound
+from tests.unit.test_job_world import JOB_UID, pytorch_job
 
 KEY = "PyTorchJob/default/pytest"
 
@@ -72,7 +72,7 @@ class FakeRecorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
 
-    async def record(self, obj, type, reason, message):  # noqa: A002
+    async def record(self, obj, type, reason, message):
         self.events.append((type, reason, message))
 
 

@@ -6,14 +6,13 @@ import asyncio
 import copy
 import time
 
-from .test_job_controller import KEY, make, obj, store_client  # noqa: F401 - fixture
-from .test_job_world import JOB_UID, pytorch_job
-
-from phalanx.api.errors import NotFound
 from phalanx.controller.job import Plan, ReconcileOptions
 from phalanx.controller.job import controller as ctl
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.core import reconcile as core_reconcile
+from phalanx.objects.errors import NotFound
+from tests.unit.test_job_controller import KEY, make, obj, store_client  # noqa: F401 - fixture
+from tests.unit.test_job_world import JOB_UID, pytorch_job
 
 OWNER = [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "pytest", "uid": JOB_UID,
           "controller": True, "blockOwnerDeletion": True}]
@@ -196,7 +195,7 @@ async def test_the_events_of_a_round_are_written_together_in_plan_order():
     started: list[str] = []
     gate = asyncio.Event()
 
-    async def slow_record(o, type, reason, message):  # noqa: A002
+    async def slow_record(o, type, reason, message):
         started.append(reason)
         await gate.wait()
         rec.events.append((type, reason, message))
@@ -216,7 +215,7 @@ async def test_the_events_of_a_round_are_written_together_in_plan_order():
 # -------------------------------------------------------- a one-pod job's life
 
 
-async def test_one_pod_job_life_costs_few_rounds_and_no_idle_writes(store_client, monkeypatch):  # noqa: F811
+async def test_one_pod_job_life_costs_few_rounds_and_no_idle_writes(store_client, monkeypatch):
     """Scheduler and node agent played by hand, one step at a time, the controller idle
     between steps (no coalescing): rounds, job writes and events over the whole life."""
     client, clock = store_client

@@ -8,12 +8,12 @@ import copy
 import json
 
 import pytest
-from .test_job_world import JOB_UID, NOW, T0, World, env_of, pytorch_job, tf_job
 
 from phalanx.api.constants import ANNOTATION_HOST_PORTS
-from phalanx.clock import format_time
 from phalanx.controller.frameworks import get_framework
 from phalanx.controller.job import Plan, ReconcileOptions, reconcile
+from phalanx.objects.clock import format_time
+from tests.unit.test_job_world import JOB_UID, NOW, T0, World, env_of, pytorch_job, tf_job
 
 PYTORCH = get_framework("PyTorchJob")
 PODS = ["pytest-master-0", "pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]

@@ -15,11 +15,11 @@ from typing import Any, Callable
 import pytest
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import NotFound
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
 from phalanx.controller.job import ReconcileOptions
 from phalanx.controller.job.controller import OWNER_INDEX, JobController, _controller_uid
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import NotFound
 from phalanx.store.store import Store
 
 KEY = "PyTorchJob/default/crashy"

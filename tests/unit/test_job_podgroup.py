@@ -4,11 +4,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from .test_job_world import pytorch_job, tf_job
 
 from phalanx.controller.frameworks import get_framework
 from phalanx.controller.job import podgroup as pg
 from phalanx.controller.job.quantity import format_quantity, parse, same_resources
+from tests.unit.test_job_world import pytorch_job, tf_job
 
 PYTORCH = get_framework("PyTorchJob")
 TF = get_framework("TFJob")

@@ -5,12 +5,12 @@ SEMANTICS S2-S7, S11; SCENARIOS P5-P8 (seed 000), seed 001, C3 (seed 003), D1/D2
 from __future__ import annotations
 
 import pytest
-from .test_job_core import PODS, assert_fixpoint, started
-from .test_job_world import World, pytorch_job, tf_job
 
-from phalanx.clock import format_time
 from phalanx.controller.job import ReconcileOptions
 from phalanx.controller.job.restarts import is_retryable_exit_code
+from phalanx.objects.clock import format_time
+from tests.unit.test_job_core import PODS, assert_fixpoint, started
+from tests.unit.test_job_world import World, pytorch_job, tf_job
 
 BACKOFF_MSG = "Job pytest has failed because it has reached the specified backoff limit"
 MARK = "phalanx.dev/no-restart-on-failure"

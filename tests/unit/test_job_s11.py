@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import copy
 
-from .test_job_core import PODS, assert_fixpoint, started
-from .test_job_world import World, pytorch_job, tf_job
+from tests.unit.test_job_core import PODS, assert_fixpoint, started
+from tests.unit.test_job_world import World, pytorch_job, tf_job
 
 
 def test_s11_replicas_zero_does_not_create_and_delete_a_pod_forever():

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from .test_job_world import NOW, World, pytorch_job
 
-from phalanx.api.objects import stopped_by_shutdown
+from phalanx.api.pod import stopped_by_shutdown
 from phalanx.node import podstate
+from tests.unit.test_job_world import NOW, World, pytorch_job
 
 PODS = ["pytest-master-0", "pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
 

@@ -10,9 +10,9 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from phalanx.clock import format_time
 from phalanx.controller.frameworks import get_framework
 from phalanx.controller.job import Plan, ReconcileOptions, reconcile
+from phalanx.objects.clock import format_time
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 T0 = format_time(NOW)

@@ -13,10 +13,10 @@ import pytest
 
 from phalanx.api import manifest
 from phalanx.api.admission import admit
-from phalanx.api.errors import Forbidden, Invalid
 from phalanx.api.manifest import ManifestError, load_manifests
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import Forbidden, Invalid
 from phalanx.server.app import MAX_BODY_BYTES, make_app, serve
 from phalanx.store.patch import MAX_PATCHED_SIZE, JsonPatchError, json_patch
 from phalanx.store.store import MAX_OBJECT_BYTES, ObjectTooLarge, Store

@@ -11,16 +11,12 @@ import weakref
 import pytest
 
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
-from phalanx.controller.runtime import Informer
-from phalanx.store import Store
-from phalanx.store import decode
+from phalanx.objects.clock import FakeClock
+from phalanx.runtime.informer import Informer
+from phalanx.store import Store, decode
 from phalanx.store.decode import SharedEvent, decode_shared, mutated_shared_objects
 from phalanx.store.store import _NO_LABELS
-
-from .test_runtime import eventually
-
-
+from tests.unit.test_runtime import eventually
 
 
 def pod(name: str, node: str = "", labels: dict | None = None) -> dict:
@@ -257,7 +253,7 @@ async def test_informers_of_one_process_share_objects_and_transforms_reuse_them(
     assert t["metadata"] is o1["metadata"] and t["spec"] == {"nodeName": "n1"}
     assert "containers" in o1["spec"]  # the transform did not trim the shared object
     for inf in (full1, full2, trimmed):
-        inf.stop()
+        await inf.stop()
     assert mutated_shared_objects() == []
 
 
@@ -284,8 +280,8 @@ async def test_informer_over_a_client_without_sharing_keeps_private_copies(store
     await eventually(lambda: a.get("default", "a") is not None and b.get("default", "a") is not None)
     assert a.get("default", "a") == b.get("default", "a")
     assert a.get("default", "a") is not b.get("default", "a")
-    a.stop()
-    b.stop()
+    await a.stop()
+    await b.stop()
 
 
 # ------------------------------------------------------------------ store entries
@@ -302,7 +298,7 @@ def test_store_entries_intern_labels_share_the_empty_map_and_still_select(store:
     assert ea.labels["app"] is eb.labels["app"]
     assert ea.fields("Pod")["spec.nodeName"] == "n1"
     assert ea.fields("Pod")["metadata.namespace"] is eb.fields("Pod")["metadata.namespace"]
-    names = lambda items: [o["metadata"]["name"] for o in items]  # noqa: E731
+    names = lambda items: [o["metadata"]["name"] for o in items]
     assert names(store.list("Pod", "default", "app=web")[0]) == ["a", "b"]
     assert names(store.list("Pod", "default", "!app")[0]) == ["c"]
     assert names(store.list("Pod", "default", None, "spec.nodeName=n2")[0]) == ["b"]

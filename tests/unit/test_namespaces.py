@@ -11,10 +11,10 @@ import aiohttp
 import pytest
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import Forbidden, NotFound
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
 from phalanx.controller.namespaces import NamespaceController
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import Forbidden, NotFound
 from phalanx.server.app import make_app, serve
 from phalanx.store.namespaces import NamespaceLifecycle
 from phalanx.store.store import Store
@@ -124,5 +124,5 @@ async def test_deleting_a_namespace_deletes_what_is_in_it_and_nothing_else(store
         assert [o["metadata"]["name"] for o in store.list("ConfigMap", "default")[0]] == ["keep"]
         assert nsc.deleted == 2
     finally:
-        nsc.stop()
+        await nsc.stop()
         await asyncio.wait_for(task, 2)

@@ -11,12 +11,10 @@ import json
 import os
 import threading
 import uuid
-from pathlib import Path
 
 import pytest
 
 from phalanx.api.constants import LABEL_JOB_NAME
-from phalanx.clock import Clock
 from phalanx.node import execctx
 from phalanx.node import instancefiles as files
 from phalanx.node.agent import NodeAgent, _PodWorker
@@ -25,6 +23,7 @@ from phalanx.node.network import LocalNetwork
 from phalanx.node.podrecords import POD_META
 from phalanx.node.runtime import ProcessRuntime
 from phalanx.node.volumes import ROOT_DIR
+from phalanx.objects.clock import Clock
 
 
 def make_pod(command: list[str], name: str = "p", ns: str = "default", labels: dict | None = None) -> dict:

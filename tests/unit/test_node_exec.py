@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from phalanx.api.errors import BadRequest
 from phalanx.cli import execcmd
 from phalanx.node import execctx, podwait
 from phalanx.node.execctx import ExecContext, ExecTargetError
 from phalanx.node.logs import pod_dir, record_pod
 from phalanx.node.shim import start_ticks
+from phalanx.objects.errors import BadRequest
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from phalanx.api.errors import BadRequest, NotFound
 from phalanx.node.limits import Limits, charged_rss, container_limits, detect_cgroups, over_limit, tree_rss
 from phalanx.node.logs import (
     LogProvider,
@@ -20,6 +19,7 @@ from phalanx.node.logs import (
     pod_dir,
     read_log,
 )
+from phalanx.objects.errors import BadRequest, NotFound
 
 # --------------------------------------------------------------------------- limits
 

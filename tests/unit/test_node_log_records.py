@@ -11,12 +11,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import BadRequest, NotFound
 from phalanx.client.local import LocalClient
-from phalanx.clock import Clock
 from phalanx.node.logjanitor import LogJanitor
 from phalanx.node.logs import LogProvider, container_log_path, job_blocks, pod_dir, record_pod
 from phalanx.node.podrecords import POD_META, PodRecords, parse_dir_name
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import BadRequest, NotFound
 from phalanx.store.store import Store
 
 pytestmark = pytest.mark.timeout(20)

@@ -7,9 +7,9 @@ import socket
 import pytest
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from phalanx.api.errors import Invalid
 from phalanx.node import initwait
 from phalanx.node.network import LocalNetwork, find_nss_wrapper, port_free, service_owner
+from phalanx.objects.errors import Invalid
 
 
 def svc(name: str, ports, ns: str = "default", headless: bool = True) -> dict:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from phalanx.api.errors import Invalid
 from phalanx.node import network
 from phalanx.node.network import LocalNetwork, service_owner
+from phalanx.objects.errors import Invalid
 
 SRC = str(Path(network.__file__).resolve().parents[2])
 NAMES = "{n} {n}.default {n}.default.svc {n}.default.svc.cluster.local"

@@ -9,7 +9,6 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from phalanx.clock import FakeClock, format_time
 from phalanx.node.podstate import (
     BackoffConfig,
     ContainerObservation,
@@ -23,6 +22,7 @@ from phalanx.node.podstate import (
     pod_problem,
     rejected_status,
 )
+from phalanx.objects.clock import FakeClock, format_time
 
 T0 = datetime(2026, 11, 29, 7, 14, 40, tzinfo=timezone.utc)
 UID = "202d7ea6-9175-47de-9348-0862fc4a8238"

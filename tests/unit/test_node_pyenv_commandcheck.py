@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from phalanx.api.errors import Invalid
 from phalanx.config import ConfigError, parse_config
 from phalanx.node import commandcheck
 from phalanx.node.pyenv import PythonEnvironment, environment_for, environment_vars, own_bin_dir
+from phalanx.objects.errors import Invalid
 
 
 def make_venv(root: Path, conda: bool = False) -> Path:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, LABEL_JOB_NAME
-from phalanx.controller.runtime import Informer
 from phalanx.node.agent import SERVICE_INDEX, NodeAgent, _service_index
+from phalanx.runtime.informer import Informer
 
 
 def svc(name: str, selector: dict | None, ns: str = "default", headless: bool = True) -> dict:

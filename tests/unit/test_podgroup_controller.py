@@ -12,9 +12,9 @@ import pytest
 from phalanx.api.admission import admit
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_QUEUE_NAME
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
 from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.controller.podgroup.core import decide, group_name
+from phalanx.objects.clock import FakeClock
 from phalanx.store import Store
 
 SERVED = frozenset({"volcano", "default-scheduler"})
@@ -220,7 +220,7 @@ async def test_shell_leaves_job_pods_and_foreign_pods_alone_and_adopts_an_existi
 
 async def test_shell_reuses_a_group_that_exists(env) -> None:
     store, client, ctl = env
-    ctl.controller.stop()  # reconcile by hand; the informer keeps watching
+    await ctl.controller.stop()  # reconcile by hand; the informer keeps watching
     pod = await client.create(unstamped(bare_pod("p")))
     plan = decide(pod, SERVED)
     assert plan is not None
@@ -233,10 +233,10 @@ async def test_shell_reuses_a_group_that_exists(env) -> None:
 
 async def test_shell_does_not_annotate_a_pod_replaced_under_the_same_name(env) -> None:
     store, client, ctl = env
-    ctl.controller.stop()
+    await ctl.controller.stop()
     await client.create(unstamped(bare_pod("q")))
     await eventually(lambda: ctl.pods.get("default", "q"), what="the informer has the pod")
-    ctl.pods.stop()  # its cache now lags: it still holds the first pod
+    await ctl.pods.stop()  # its cache now lags: it still holds the first pod
     await client.delete("Pod", "q", "default")
     await client.create(unstamped(bare_pod("q")))
     await ctl.reconcile(("default", "q"))  # decided from the old pod: its uid no longer matches

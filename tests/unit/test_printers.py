@@ -5,16 +5,14 @@ printers read)."""
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pytest
 import yaml
 
+from phalanx.api.columns import age, columns, human_duration, pod_summary, row
 from phalanx.cli import printers
-from phalanx.cli.printers import (
-    TabWriter, WatchPrinter, age, columns, format_table, human_duration, pod_summary, row,
-    to_json, to_yaml, watch_row,
-)
+from phalanx.cli.printers import TabWriter, WatchPrinter, format_table, to_json, to_yaml, watch_row
 
 
 def T(s: str) -> datetime:

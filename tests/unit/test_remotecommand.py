@@ -9,7 +9,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Sequence
 
@@ -18,9 +17,9 @@ import pytest
 
 from phalanx.api.admission import admit
 from phalanx.api.constants import ANNOTATION_HOST_PORTS
-from phalanx.api.errors import BadRequest
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import BadRequest
 from phalanx.server import execprocess, remotecommand
 from phalanx.server.app import make_app, serve
 from phalanx.store.store import Store

@@ -7,8 +7,10 @@ import time
 import pytest
 
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
-from phalanx.controller.runtime import Controller, Informer, Result, WorkQueue
+from phalanx.objects.clock import FakeClock
+from phalanx.runtime.controller import Controller, Result
+from phalanx.runtime.informer import Informer
+from phalanx.runtime.workqueue import WorkQueue
 from phalanx.store import Store
 
 
@@ -117,7 +119,7 @@ async def test_requeue_after_calls_reconcile_again() -> None:
     assert calls[1] - calls[0] >= 0.015 and calls[2] - calls[1] >= 0.015
     await asyncio.sleep(0.05)
     assert len(calls) == 3  # the last Result asked for nothing more
-    c.stop()
+    await c.stop()
     await asyncio.wait_for(runner, 1)
 
 
@@ -143,7 +145,7 @@ async def test_failing_reconcile_is_retried_with_back_off_and_never_kills_the_lo
     c.enqueue("other")
     await eventually(lambda: other == ["other"], what="loop still alive")
     assert c.queue.num_requeues("flaky") == 0  # success reset the back-off
-    c.stop()
+    await c.stop()
     await asyncio.wait_for(runner, 1)
 
 
@@ -169,7 +171,7 @@ async def test_same_key_never_reconciled_concurrently() -> None:
     await eventually(lambda: len(c.queue) == 0 and not any(active.values()) and len(done) >= 2, what="drain")
     assert overlaps == []
     assert set(done) == {"a", "b"}
-    c.stop()
+    await c.stop()
     await asyncio.wait_for(runner, 1)
 
 
@@ -222,7 +224,7 @@ async def test_informer_lists_watches_and_calls_handlers(store: Store) -> None:
     assert inf.get("default", "new") is None
     assert [o["metadata"]["name"] for o in inf.list(label_selector="x=y")] == ["before"]
     assert inf.last_resource_version == store.current_rv()
-    inf.stop()
+    await inf.stop()
 
 
 async def test_informer_relists_after_gone_and_replays_missed_deletes() -> None:
@@ -245,7 +247,7 @@ async def test_informer_relists_after_gone_and_replays_missed_deletes() -> None:
     assert {n for t, n in events if t == "ADDED"} == {f"j{i}" for i in range(3, 10)}
     store.create(job("after"))  # and it keeps watching after the relist
     await eventually(lambda: inf.get("default", "after") is not None, what="watch resumed")
-    inf.stop()
+    await inf.stop()
 
 
 async def test_informer_index_and_transform(store: Store) -> None:
@@ -263,7 +265,7 @@ async def test_informer_index_and_transform(store: Store) -> None:
     await eventually(lambda: len(inf.by_index("team", "y")) == 2, what="re-indexed")
     assert [o["metadata"]["name"] for o in inf.by_index("team", "x")] == ["b"]
     assert "spec" not in inf.get("default", "a")  # trimmed by the transform
-    inf.stop()
+    await inf.stop()
 
 
 async def test_handler_errors_do_not_stop_the_informer(store: Store, caplog) -> None:
@@ -282,4 +284,4 @@ async def test_handler_errors_do_not_stop_the_informer(store: Store, caplog) -> 
     await client.create(job("b"))
     await eventually(lambda: good == ["a", "b"], what="both events")
     assert "handler failed" in caplog.text
-    inf.stop()
+    await inf.stop()

@@ -15,8 +15,7 @@ from phalanx.scheduler.cache import SnapshotCache
 from phalanx.scheduler.session import is_settled
 from phalanx.scheduler.snapshot import Snapshot
 from phalanx.scheduler.testing import World, gang, node, pod, podgroup, queue
-
-from .test_scheduler_property import T0, random_world
+from tests.unit.test_scheduler_property import T0, random_world
 
 PRIO = {"hi": 10}
 KINDS = (("Node", "nodes"), ("Queue", "queues"), ("PodGroup", "podgroups"), ("Pod", "pods"))

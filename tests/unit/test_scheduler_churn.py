@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from phalanx.clock import format_time
+from phalanx.objects.clock import format_time
 from phalanx.scheduler import SchedulerConfig, run_session
 from phalanx.scheduler.session import ADMISSION_MESSAGE_REFRESH
 from phalanx.scheduler.testing import World, gang, node, podgroup, queue

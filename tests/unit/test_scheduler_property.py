@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from phalanx.api.quantity import parse_quantity
+from phalanx.objects.quantity import parse_quantity
 from phalanx.scheduler import SchedulerConfig, run_session
 from phalanx.scheduler.testing import World, node, pod, podgroup, queue
 

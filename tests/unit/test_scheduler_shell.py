@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from phalanx.api.errors import Conflict
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import Conflict
 from phalanx.scheduler.scheduler import Scheduler, _node_signature, _pod_signature, trim_pod
 from phalanx.scheduler.testing import gang, node, pod, podgroup
 from phalanx.store import Store

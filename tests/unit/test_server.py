@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import stat
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, AsyncIterator
 
@@ -14,12 +13,19 @@ import aiohttp
 import pytest
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import (
-    AlreadyExists, ApiError, BadRequest, Conflict, Gone, Invalid, NotFound, Unauthorized,
-)
 from phalanx.client.http import HttpClient, error_from_status
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    Gone,
+    Invalid,
+    NotFound,
+    Unauthorized,
+)
 from phalanx.server.app import make_app, serve
 from phalanx.server.strategic import apply_strategic_merge
 from phalanx.store.store import Store
@@ -151,7 +157,7 @@ async def test_crud_round_trip_cluster_scoped_and_namespaced(api):
 async def test_list_selectors_pass_through(api):
     await api.client.create(queue("a", labels={"tier": "gold"}))
     await api.client.create(queue("b", labels={"tier": "silver"}))
-    names = lambda lst: [i["metadata"]["name"] for i in lst.items]  # noqa: E731
+    names = lambda lst: [i["metadata"]["name"] for i in lst.items]
     assert names(await api.client.list("Queue", label_selector="tier=gold")) == ["a"]
     assert names(await api.client.list("Queue", label_selector={"tier": "silver"})) == ["b"]
     assert names(await api.client.list("Queue", field_selector="metadata.name=b")) == ["b"]

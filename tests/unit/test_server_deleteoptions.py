@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from multidict import MultiDict
 
-from phalanx.api.errors import BadRequest
+from phalanx.objects.errors import BadRequest
 from phalanx.server.deleteoptions import DeleteOptions, effective_policy, parse_delete_options
 
 

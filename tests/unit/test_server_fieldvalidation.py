@@ -6,9 +6,14 @@ import json
 import pytest
 
 from phalanx.api.admission import StrictDecodingError, admit
-from phalanx.api.errors import BadRequest, FieldError
+from phalanx.objects.errors import BadRequest, FieldError
 from phalanx.server.fieldvalidation import (
-    PatchStrictDecodingError, drop_unknown_fields, parse_mode, parse_path, unknown_fields, warning,
+    PatchStrictDecodingError,
+    drop_unknown_fields,
+    parse_mode,
+    parse_path,
+    unknown_fields,
+    warning,
 )
 from phalanx.server.status import error_status
 

@@ -14,10 +14,10 @@ import aiohttp
 import pytest
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import ApiError
 from phalanx.client.http import HttpClient
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import ApiError
 from phalanx.server.app import make_app, serve
 from phalanx.server.openapi import document_hash
 from phalanx.server.tls import ensure_tls, ssl_context

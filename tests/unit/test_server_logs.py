@@ -9,15 +9,14 @@ import aiohttp
 import pytest
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import BadRequest, NotFound
 from phalanx.client.http import HttpClient
 from phalanx.client.local import LocalClient
-from phalanx.clock import Clock
 from phalanx.node.logs import LogProvider
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import BadRequest, NotFound
 from phalanx.server.app import make_app, serve
 from phalanx.store.store import Store
-
-from .test_node_log_records import job_doc, pod_doc, run_pod
+from tests.unit.test_node_log_records import job_doc, pod_doc, run_pod
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -18,11 +18,16 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from phalanx.api import core, kubeflow, meta, volcano
+from phalanx.api import kubeflow, meta, volcano
 from phalanx.api.registry import RESOURCES, ResourceType
 from phalanx.server import openapi
 from phalanx.server.openapi import (
-    KIND_MODELS, document_hash, group_version_keys, openapi_document, openapi_document_json, openapi_index,
+    KIND_MODELS,
+    document_hash,
+    group_version_keys,
+    openapi_document,
+    openapi_document_json,
+    openapi_index,
     openapi_v3_reply,
 )
 

@@ -8,7 +8,7 @@ import pytest
 
 from phalanx.api.admission import admit
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
 from phalanx.server import openapi_v2, protobuf
 from phalanx.server.app import make_app, serve
 from phalanx.store.store import Store

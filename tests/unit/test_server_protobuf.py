@@ -10,9 +10,9 @@ import aiohttp
 import pytest
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import BadRequest
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import BadRequest
 from phalanx.server import protobuf
 from phalanx.server.app import make_app, serve
 from phalanx.store.store import Store

@@ -8,7 +8,7 @@ import contextlib
 
 import pytest
 
-from phalanx.api.errors import Gone
+from phalanx.objects.errors import Gone
 from phalanx.server.streams import _TICK, _with_ticks
 
 pytestmark = pytest.mark.timeout(10)

@@ -10,8 +10,19 @@ from datetime import datetime, timezone
 import pytest
 
 from phalanx.server.tables import (
-    CRD_COLUMNS, PrinterColumn, accepts_table, column_definitions, crd_cell, go_print, json_path_values,
-    negotiate_table, parse_accept, parse_include_object, partial_object_metadata, table_for, table_watch_event,
+    CRD_COLUMNS,
+    PrinterColumn,
+    accepts_table,
+    column_definitions,
+    crd_cell,
+    go_print,
+    json_path_values,
+    negotiate_table,
+    parse_accept,
+    parse_include_object,
+    partial_object_metadata,
+    table_for,
+    table_watch_event,
 )
 
 

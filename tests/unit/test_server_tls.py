@@ -16,7 +16,12 @@ import yaml
 from cryptography import x509
 
 from phalanx.server.tls import (
-    DEFAULT_HOSTS, TLSFiles, client_ssl_context, ensure_tls, ssl_context, write_kubeconfig,
+    DEFAULT_HOSTS,
+    TLSFiles,
+    client_ssl_context,
+    ensure_tls,
+    ssl_context,
+    write_kubeconfig,
 )
 
 pytestmark = pytest.mark.timeout(30)

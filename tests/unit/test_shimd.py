@@ -20,14 +20,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from phalanx.clock import Clock
 from phalanx.node import instancefiles as files
 from phalanx.node import shimd
 from phalanx.node.runtime import ForkedShim, ProcessRuntime
 from phalanx.node.shim import start_ticks
 from phalanx.node.shimclient import ShimdClient, ShimdDown, read_fd
-
-from ..procfds import settled_fds
+from phalanx.objects.clock import Clock
+from tests.procfds import settled_fds
 
 pytestmark = pytest.mark.timeout(60)
 

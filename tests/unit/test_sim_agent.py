@@ -61,7 +61,7 @@ async def simulate(scenario: Callable[[LocalClient, Any], Awaitable[None]], hori
     await asyncio.sleep(0)
     await scenario(client, loop)
     await asyncio.sleep(max(0.0, horizon - loop.time()))
-    agent.stop()
+    await agent.stop()
     pumper.cancel()
     task.cancel()
     await asyncio.gather(task, pumper, return_exceptions=True)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from phalanx.controller.runtime import WorkQueue
+from phalanx.runtime.workqueue import WorkQueue
 from phalanx.sim.loop import SIM_EPOCH, SimulationIdle, VirtualClock, VirtualEventLoop, run_virtual
 
 

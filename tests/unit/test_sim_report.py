@@ -126,7 +126,7 @@ def test_the_schedulers_safety_tick_does_not_change_decisions():
     small["sim"]["schedulerPeriod"] = "1s"
     ticked = run(small)
     assert ticked.stats.scheduler_sessions > 3 * default.stats.scheduler_sessions
-    key = lambda r: (r.name, r.state, r.submitted, r.running, r.all_running, r.finished, r.restarts)  # noqa: E731
+    key = lambda r: (r.name, r.state, r.submitted, r.running, r.all_running, r.finished, r.restarts)
     assert len(default.records) > 10
     assert [key(r) for r in ticked.records] == [key(r) for r in default.records]
     assert ticked.timeline == default.timeline

@@ -9,10 +9,18 @@ from datetime import timedelta
 
 import pytest
 
-from phalanx.api.errors import (
-    AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Forbidden, Gone, Invalid, NotFound,
+from phalanx.objects.clock import FakeClock, format_time
+from phalanx.objects.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    FieldError,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
 )
-from phalanx.clock import FakeClock, format_time
 from phalanx.store import PatchRejected, Store
 
 

@@ -8,9 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phalanx.clock import FakeClock
-from phalanx.store import Store
-from phalanx.store import codec
+from phalanx.objects.clock import FakeClock
+from phalanx.store import Store, codec
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)

@@ -8,9 +8,9 @@ import sqlite3
 import pytest
 
 from phalanx.api.admission import admit
-from phalanx.api.errors import ApiError
 from phalanx.client.local import LocalClient
-from phalanx.clock import FakeClock
+from phalanx.objects.clock import FakeClock
+from phalanx.objects.errors import ApiError
 from phalanx.store.sqlite import SqliteBackend
 from phalanx.store.store import Store
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from phalanx.api.errors import BadRequest
+from phalanx.objects.errors import BadRequest
 from phalanx.store.patch import JsonPatchError, json_equal, json_patch, merge_patch
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from phalanx.api.errors import BadRequest, NotFound
-from phalanx.clock import FakeClock, format_time
+from phalanx.objects.clock import FakeClock, format_time
+from phalanx.objects.errors import BadRequest, NotFound
 from phalanx.store import Store
 from phalanx.store.store import gc_finalizers
 

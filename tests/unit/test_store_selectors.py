@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from phalanx.api.errors import BadRequest
-from phalanx.client.selectors import (
-    field_values, label_selector_from_object, parse_field_selector, parse_label_selector,
+from phalanx.objects.errors import BadRequest
+from phalanx.objects.selectors import (
+    field_values,
+    label_selector_from_object,
+    parse_field_selector,
+    parse_label_selector,
 )
 
 LABELS = {"app": "web", "tier": "front", "version": "3", "training.kubeflow.org/job-name": "pytest"}

@@ -21,19 +21,13 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
-from . import core, kubeflow, opaque, volcano
-from .constants import DEFAULT_NAMESPACE
-from .errors import ApiError, BadRequest, FieldError, Forbidden, Invalid
-from .manifest import MAX_DEPTH, ShapeError, normalize_json
-from .meta import (
-    json_type_name,
-    NameRule,
-    name_is_dns1035_label,
-    name_is_dns1123_label,
-    name_is_dns1123_subdomain,
-    validate_object_meta,
-)
-from .registry import OPAQUE_KINDS, ResourceType, by_kind
+from phalanx.api import core, kubeflow, opaque, volcano
+from phalanx.api.constants import DEFAULT_NAMESPACE
+from phalanx.api.manifest import MAX_DEPTH, ShapeError, normalize_json
+from phalanx.api.meta import NameRule, json_type_name, validate_object_meta
+from phalanx.api.registry import OPAQUE_KINDS, ResourceType, by_kind
+from phalanx.objects.errors import ApiError, BadRequest, FieldError, Forbidden, Invalid
+from phalanx.objects.names import name_is_dns1035_label, name_is_dns1123_label, name_is_dns1123_subdomain
 
 Obj = dict[str, Any]
 MAX_ERRORS = 100  # an error list longer than this is cut (hostile input)
@@ -128,7 +122,7 @@ def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_
     """Parse, default and validate ``obj``; return the object to store.
 
     ``old`` is the stored object on update (for immutable fields). The input
-    is never modified. Raises only ``phalanx.api.errors`` exceptions:
+    is never modified. Raises only ``phalanx.objects.errors`` exceptions:
     BadRequest (not an object, unknown kind), StrictDecodingError (unknown
     fields, 400), Invalid (schema and apiserver rules, 422), WebhookDenied
     (Kubeflow webhook rules, 403). Webhook warnings are appended to

@@ -15,9 +15,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .constants import DEFAULT_SCHEDULER_NAME
-from .errors import FieldError
-from .meta import (
+from phalanx.api.constants import DEFAULT_SCHEDULER_NAME
+from phalanx.api.meta import (
     FreeDict,
     Int32,
     Int64,
@@ -28,10 +27,10 @@ from .meta import (
     ResourceList,
     TemplateMeta,
     Time,
-    is_dns1123_label,
-    is_dns1123_subdomain,
 )
-from .quantity import parse_resource_list
+from phalanx.objects.errors import FieldError
+from phalanx.objects.names import is_dns1123_label, is_dns1123_subdomain
+from phalanx.objects.quantity import parse_resource_list
 
 # --- containers ---------------------------------------------------------------
 

@@ -13,20 +13,10 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from .core import PodTemplateSpec, default_container_ports, validate_container_strings
-from .errors import FieldError
-from .meta import (
-    FreeDict,
-    Int32,
-    Int64,
-    K8sModel,
-    ObjectMeta,
-    ResourceList,
-    Time,
-    is_dns1035_label,
-    is_dns1123_label,
-    name_is_dns1035_label,
-)
+from phalanx.api.core import PodTemplateSpec, default_container_ports, validate_container_strings
+from phalanx.api.meta import FreeDict, Int32, Int64, K8sModel, ObjectMeta, ResourceList, Time
+from phalanx.objects.errors import FieldError
+from phalanx.objects.names import is_dns1035_label, is_dns1123_label, name_is_dns1035_label
 
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode", ""]  # "" = unset: defaulted per kind
 CleanPodPolicy = Literal["All", "Running", "None"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from .errors import BadRequest, json_type_name
+from phalanx.objects.errors import BadRequest, json_type_name
 
 MAX_DOCUMENT_BYTES = 3 * 1024 * 1024  # the apiserver's request size limit
 MAX_TEXT_BYTES = 32 * 1024 * 1024

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ConfigDict
 
-from .meta import K8sModel, ObjectMeta
+from phalanx.api.meta import K8sModel, ObjectMeta
 
 
 class OpaqueObject(K8sModel):

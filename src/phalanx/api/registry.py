@@ -5,7 +5,7 @@ Admission (defaulting + validation) for each kind lives in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

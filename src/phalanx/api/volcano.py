@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from .constants import DEFAULT_QUEUE, ROOT_QUEUE
-from .errors import FieldError
-from .meta import FreeDict, Int32, K8sModel, LabelSelector, ObjectMeta, ResourceList, Time
+from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE
+from phalanx.api.meta import FreeDict, Int32, K8sModel, LabelSelector, ObjectMeta, ResourceList, Time
+from phalanx.objects.errors import FieldError
 
 
 class NetworkTopologySpec(K8sModel):

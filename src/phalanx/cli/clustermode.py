@@ -21,19 +21,19 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from ..api.errors import ApiError, NotFound
-from ..api.registry import JOB_KINDS
-from ..client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
-from ..client.kubeconfig import resolve
-from ..client.scoped import NamespaceScoped
-from ..clock import Clock
-from ..config import phalanx_home
-from ..controller.job.controller import JobController
-from ..controller.job.plan import ReconcileOptions
-from ..controller.podgroup.controller import PodGroupController
-from ..node.network import nss_wrapper_available
-from ..scheduler.config import SchedulerConfig
-from ..scheduler.scheduler import Scheduler
+from phalanx.api.registry import JOB_KINDS
+from phalanx.client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
+from phalanx.client.kubeconfig import resolve
+from phalanx.client.scoped import NamespaceScoped
+from phalanx.controller.job.controller import JobController
+from phalanx.controller.job.plan import ReconcileOptions
+from phalanx.controller.podgroup.controller import PodGroupController
+from phalanx.node.home import phalanx_home
+from phalanx.node.network import nss_wrapper_available
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import ApiError, NotFound
+from phalanx.scheduler.config import SchedulerConfig
+from phalanx.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
             await asyncio.gather(sched.run(), groups.run())
 
         async def stop_both() -> None:
-            sched.stop()
+            await sched.stop()
             await groups.stop()
 
         await run_until_signalled(run_both, stop_both, stop_event)

@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from ..config import make_private_dir, ClusterConfig, load_config, phalanx_home
-from .lazy import lazy_module
+from phalanx.cli.lazy import lazy_module
+from phalanx.config import ClusterConfig, load_config, make_private_dir
+from phalanx.node.home import phalanx_home
 
 if TYPE_CHECKING:
-    from ..client.http import HttpClient
-    from ..client.rest import RestClient
-    from ..cluster import EmbeddedCluster
+    from phalanx.client.http import HttpClient
+    from phalanx.client.rest import RestClient
+    from phalanx.cluster import EmbeddedCluster
 
 # Used by the control plane only, not by the commands that merely find it.
 asyncio = lazy_module("asyncio")
@@ -59,13 +60,13 @@ class Endpoint:
 
     def client(self) -> "HttpClient":
         """An HttpClient for this endpoint (verifying the server with its CA)."""
-        from ..client.http import HttpClient
+        from phalanx.client.http import HttpClient
 
         return HttpClient(self.url, self.token, ca_cert=self.ca)
 
     def rest(self) -> "RestClient":
         """A blocking RestClient for this endpoint (what the CLI's object commands use)."""
-        from ..client.rest import RestClient
+        from phalanx.client.rest import RestClient
 
         return RestClient(self.url, self.token, ca_cert=self.ca)
 
@@ -289,13 +290,13 @@ class ServedCluster:
 
     async def start(self) -> Endpoint:
         """Start the cluster, serve HTTPS on 127.0.0.1, write api.json and the kubeconfig."""
-        from ..server.app import make_app, serve
-        from ..server.tls import ensure_tls, ssl_context, write_kubeconfig
+        from phalanx.server.app import make_app, serve
+        from phalanx.server.tls import ensure_tls, ssl_context, write_kubeconfig
 
         make_private_dir(self.home)
         if not await self._lock.acquire(self.lock_wait):
             raise AlreadyServed(f"another control plane (pid {self._lock.holder()}) serves {self.home}")
-        from ..cluster import EmbeddedCluster  # loaded by the commands that start a control plane only
+        from phalanx.cluster import EmbeddedCluster  # loaded by the commands that start a control plane only
 
         config, controllers, scheduler = self._cluster_args
         self.cluster = EmbeddedCluster(self.home, config, controllers=controllers, scheduler=scheduler)

@@ -16,10 +16,8 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Iterable
 
-from phalanx.cli.printers import (
-    NONE, TabWriter, _as_time, _dict, _get, _list, _str, age, escape_terminal, format_labels, go_value,
-    node_roles,
-)
+from phalanx.api.columns import NONE, age, as_time, cell, dig, dig_dict, dig_list, format_labels, go_value, node_roles
+from phalanx.cli.printers import TabWriter, escape_terminal
 
 Obj = dict[str, Any]
 
@@ -56,7 +54,7 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 def rfc1123z(ts: Any, now: datetime) -> str:
     """Go's time.RFC1123Z (`Sun, 29 Nov 2026 07:14:40 +0000`) in the zone of ``now``;
     an unset time prints as Go's zero time, as kubectl does."""
-    t = _as_time(ts)
+    t = as_time(ts)
     if t is None:
         return "Mon, 01 Jan 0001 00:00:00 +0000"
     t = t.astimezone(now.tzinfo or timezone.utc)
@@ -148,7 +146,7 @@ def _labels(w: PrefixWriter, title: str, labels: Any) -> None:
     for i, k in enumerate(sorted(labels)):
         if i:
             w.write(0, "\t")
-        w.write(0, f"{k}={_str(labels[k])}\n")
+        w.write(0, f"{k}={cell(labels[k])}\n")
 
 
 def _annotations(w: PrefixWriter, title: str, annotations: Any) -> None:
@@ -161,7 +159,7 @@ def _annotations(w: PrefixWriter, title: str, annotations: Any) -> None:
     for i, k in enumerate(keys):
         if i:
             w.write(0, "\t")
-        value = _str(annotations[k])
+        value = cell(annotations[k])
         if value.endswith("\n"):
             value = value[:-1]
         if len(value) + len(k) + 2 > MAX_ANNOTATION_LEN or "\n" in value:
@@ -175,7 +173,7 @@ def _annotations(w: PrefixWriter, title: str, annotations: Any) -> None:
 
 
 def _event_time(ev: Obj) -> datetime:
-    t = _as_time(ev.get("lastTimestamp"))
+    t = as_time(ev.get("lastTimestamp"))
     return t or datetime.min.replace(tzinfo=timezone.utc)
 
 
@@ -199,16 +197,16 @@ def _events(w: PrefixWriter, events: list[Obj] | None, now: datetime) -> None:
             interval = f"{_since(e.get('lastTimestamp'), now)} (x{count} over {first})"
         else:
             interval = first
-        source = _str(_get(e, "source", "component")) or _str(e.get("reportingController")) \
-            or _str(e.get("reportingComponent"))
-        w.write(1, f"{_str(e.get('type'))}\t{_str(e.get('reason'))}\t{interval}\t{source}\t"
-                   f"{_str(e.get('message')).strip()}\n")
+        source = cell(dig(e, "source", "component")) or cell(e.get("reportingController")) \
+            or cell(e.get("reportingComponent"))
+        w.write(1, f"{cell(e.get('type'))}\t{cell(e.get('reason'))}\t{interval}\t{source}\t"
+                   f"{cell(e.get('message')).strip()}\n")
 
 
 def _controller(obj: Obj) -> str:
-    for ref in _list(obj, "metadata", "ownerReferences"):
+    for ref in dig_list(obj, "metadata", "ownerReferences"):
         if isinstance(ref, dict) and ref.get("controller"):
-            return f"{_str(ref.get('kind'))}/{_str(ref.get('name'))}"
+            return f"{cell(ref.get('kind'))}/{cell(ref.get('name'))}"
     return ""
 
 
@@ -234,26 +232,26 @@ def _resolve_field(pod: Obj, path: str) -> str:
         "status.podIP": ("status", "podIP"),
     }
     if path in simple:
-        return _str(_get(pod, *simple[path]))
+        return cell(dig(pod, *simple[path]))
     if path == "status.podIPs":
-        return ",".join(_str(_get(ip, "ip")) for ip in _list(pod, "status", "podIPs"))
+        return ",".join(cell(dig(ip, "ip")) for ip in dig_list(pod, "status", "podIPs"))
     if path == "status.hostIPs":
-        return ",".join(_str(_get(ip, "ip")) for ip in _list(pod, "status", "hostIPs"))
+        return ",".join(cell(dig(ip, "ip")) for ip in dig_list(pod, "status", "hostIPs"))
     m = re.match(r"^metadata\.(labels|annotations)\['(.*)'\]$", path)
     if m:
-        return _str(_dict(pod, "metadata", m.group(1)).get(m.group(2)))
+        return cell(dig_dict(pod, "metadata", m.group(1)).get(m.group(2)))
     if path in ("metadata.labels", "metadata.annotations"):
-        d = _dict(pod, *path.split("."))
+        d = dig_dict(pod, *path.split("."))
         return "\n".join(f'{k}="{d[k]}"' for k in sorted(d))
     return ""
 
 
 def _resource_field(container: Obj, ref: Obj) -> str:
-    resource = _str(ref.get("resource"))
+    resource = cell(ref.get("resource"))
     section, _, name = resource.partition(".")
-    q = _get(container, "resources", section, name)
+    q = dig(container, "resources", section, name)
     if q is None and section == "requests":
-        q = _get(container, "resources", "limits", name)
+        q = dig(container, "resources", "limits", name)
     parsed = parse_quantity(q) if q is not None else (Decimal(0), "DecimalSI")
     divisor = parse_quantity(ref.get("divisor") or "1")
     if parsed is None or divisor is None or divisor[0] == 0:
@@ -263,52 +261,52 @@ def _resource_field(container: Obj, ref: Obj) -> str:
 
 
 def _describe_env(w: PrefixWriter, pod: Obj, c: Obj) -> None:
-    env_from = [e for e in _list(c, "envFrom") if isinstance(e, dict)]
+    env_from = [e for e in dig_list(c, "envFrom") if isinstance(e, dict)]
     if env_from:
         w.write(2, "Environment Variables from:\n")
         for e in env_from:
             src, name, optional = "", "", False
             if isinstance(e.get("configMapRef"), dict):
-                src, name = "ConfigMap", _str(e["configMapRef"].get("name"))
+                src, name = "ConfigMap", cell(e["configMapRef"].get("name"))
                 optional = bool(e["configMapRef"].get("optional"))
             elif isinstance(e.get("secretRef"), dict):
-                src, name = "Secret", _str(e["secretRef"].get("name"))
+                src, name = "Secret", cell(e["secretRef"].get("name"))
                 optional = bool(e["secretRef"].get("optional"))
             opt = "true" if optional else "false"
             if e.get("prefix"):
                 w.write(3, f"{name}\t{src} with prefix '{e['prefix']}'\tOptional: {opt}\n")
             else:
                 w.write(3, f"{name}\t{src}\tOptional: {opt}\n")
-    env = [e for e in _list(c, "env") if isinstance(e, dict)]
+    env = [e for e in dig_list(c, "env") if isinstance(e, dict)]
     w.write(2, "Environment:" + ("\t<none>" if not env else "") + "\n")
     for e in env:
-        name = _str(e.get("name"))
+        name = cell(e.get("name"))
         vf = e.get("valueFrom")
         if not isinstance(vf, dict):
-            for i, line in enumerate(_str(e.get("value")).split("\n")):
+            for i, line in enumerate(cell(e.get("value")).split("\n")):
                 w.write(3, f"{name}:\t{line}\n" if i == 0 else f"\t{line}\n")
             continue
         if isinstance(vf.get("fieldRef"), dict):
             ref = vf["fieldRef"]
-            path = _str(ref.get("fieldPath"))
-            w.write(3, f"{name}:\t{_resolve_field(pod, path)} ({_str(ref.get('apiVersion')) or 'v1'}:{path})\n")
+            path = cell(ref.get("fieldPath"))
+            w.write(3, f"{name}:\t{_resolve_field(pod, path)} ({cell(ref.get('apiVersion')) or 'v1'}:{path})\n")
         elif isinstance(vf.get("resourceFieldRef"), dict):
             ref = vf["resourceFieldRef"]
             value = _resource_field(c, ref)
-            resource = _str(ref.get("resource"))
+            resource = cell(ref.get("resource"))
             if value == "0" and resource in ("limits.cpu", "limits.memory"):
                 value = "node allocatable"
             w.write(3, f"{name}:\t{value} ({resource})\n")
         elif isinstance(vf.get("secretKeyRef"), dict):
             ref = vf["secretKeyRef"]
             opt = "true" if ref.get("optional") else "false"
-            w.write(3, f"{name}:\t<set to the key '{_str(ref.get('key'))}' in secret '{_str(ref.get('name'))}'>"
+            w.write(3, f"{name}:\t<set to the key '{cell(ref.get('key'))}' in secret '{cell(ref.get('name'))}'>"
                        f"\tOptional: {opt}\n")
         elif isinstance(vf.get("configMapKeyRef"), dict):
             ref = vf["configMapKeyRef"]
             opt = "true" if ref.get("optional") else "false"
-            w.write(3, f"{name}:\t<set to the key '{_str(ref.get('key'))}' of config map "
-                       f"'{_str(ref.get('name'))}'>\tOptional: {opt}\n")
+            w.write(3, f"{name}:\t<set to the key '{cell(ref.get('key'))}' of config map "
+                       f"'{cell(ref.get('name'))}'>\tOptional: {opt}\n")
 
 
 def _describe_probe(probe: Obj) -> str:
@@ -316,21 +314,21 @@ def _describe_probe(probe: Obj) -> str:
              f"period={probe.get('periodSeconds') or 0}s #success={probe.get('successThreshold') or 0} "
              f"#failure={probe.get('failureThreshold') or 0}")
     if isinstance(probe.get("exec"), dict):
-        cmd = " ".join(_str(x) for x in _list(probe, "exec", "command"))
+        cmd = " ".join(cell(x) for x in dig_list(probe, "exec", "command"))
         return f"exec [{cmd}] {attrs}"
     if isinstance(probe.get("httpGet"), dict):
         h = probe["httpGet"]
-        scheme = _str(h.get("scheme") or "HTTP").lower()
-        host = _str(h.get("host"))
-        port = _str(h.get("port"))
+        scheme = cell(h.get("scheme") or "HTTP").lower()
+        host = cell(h.get("host"))
+        port = cell(h.get("port"))
         hostport = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        return f"http-get {scheme}://{hostport if port else host}{_str(h.get('path'))} {attrs}"
+        return f"http-get {scheme}://{hostport if port else host}{cell(h.get('path'))} {attrs}"
     if isinstance(probe.get("tcpSocket"), dict):
         t = probe["tcpSocket"]
-        return f"tcp-socket {_str(t.get('host'))}:{_str(t.get('port'))} {attrs}"
+        return f"tcp-socket {cell(t.get('host'))}:{cell(t.get('port'))} {attrs}"
     if isinstance(probe.get("grpc"), dict):
         g = probe["grpc"]
-        return f"grpc <pod>:{_str(g.get('port'))} {_str(g.get('service'))} {attrs}"
+        return f"grpc <pod>:{cell(g.get('port'))} {cell(g.get('service'))} {attrs}"
     return f"unknown {attrs}"
 
 
@@ -377,13 +375,13 @@ def _describe_containers(w: PrefixWriter, pod: Obj, label: str, containers: list
         if not isinstance(c, dict):
             continue
         status = by_name.get(c.get("name"))
-        w.write(1, f"{_str(c.get('name'))}:\n")
+        w.write(1, f"{cell(c.get('name'))}:\n")
         if status is not None:
-            w.write(2, f"Container ID:\t{_str(status.get('containerID'))}\n")
-        w.write(2, f"Image:\t{_str(c.get('image'))}\n")
+            w.write(2, f"Container ID:\t{cell(status.get('containerID'))}\n")
+        w.write(2, f"Image:\t{cell(c.get('image'))}\n")
         if status is not None:
-            w.write(2, f"Image ID:\t{_str(status.get('imageID'))}\n")
-        ports = _list(c, "ports")
+            w.write(2, f"Image ID:\t{cell(status.get('imageID'))}\n")
+        ports = dig_list(c, "ports")
         ports_str = _container_ports(ports, host=False)
         if "," in ports_str:
             w.write(2, f"Ports:\t{ports_str}\n")
@@ -395,11 +393,11 @@ def _describe_containers(w: PrefixWriter, pod: Obj, label: str, containers: list
         else:
             w.write(2, f"Host Port:\t{host_str or NONE}\n")
         for key, title in (("command", "Command"), ("args", "Args")):
-            items = _list(c, key)
+            items = dig_list(c, key)
             if items:
                 w.write(2, f"{title}:\n")
                 for item in items:
-                    for line in _str(item).split("\n"):
+                    for line in cell(item).split("\n"):
                         w.write(3, f"{line}\n")
         if status is not None:
             _describe_state(w, "State", status.get("state"), now)
@@ -414,14 +412,14 @@ def _describe_containers(w: PrefixWriter, pod: Obj, label: str, containers: list
             if isinstance(c.get(key), dict):
                 w.write(2, f"{title}:\t{_describe_probe(c[key])}\n")
         _describe_env(w, pod, c)
-        mounts = sorted((m for m in _list(c, "volumeMounts") if isinstance(m, dict)),
-                        key=lambda m: _str(m.get("mountPath")))
+        mounts = sorted((m for m in dig_list(c, "volumeMounts") if isinstance(m, dict)),
+                        key=lambda m: cell(m.get("mountPath")))
         w.write(2, "Mounts:" + ("\t<none>" if not mounts else "") + "\n")
         for m in mounts:
             flags = ["ro" if m.get("readOnly") else "rw"]
             if m.get("subPath"):
                 flags.append(f'path="{m["subPath"]}"')
-            w.write(3, f"{_str(m.get('mountPath'))} from {_str(m.get('name'))} ({','.join(flags)})\n")
+            w.write(3, f"{cell(m.get('mountPath'))} from {cell(m.get('name'))} ({','.join(flags)})\n")
 
 
 def _optional(v: Any) -> str:
@@ -435,73 +433,73 @@ def _describe_volumes(w: PrefixWriter, volumes: list) -> None:
         return
     w.write(0, "Volumes:\n")
     for v in volumes:
-        w.write(1, f"{_str(v.get('name'))}:\n")
+        w.write(1, f"{cell(v.get('name'))}:\n")
         if isinstance(v.get("hostPath"), dict):
             hp = v["hostPath"]
             w.write(2, "Type:\tHostPath (bare host directory volume)\n"
-                       f"    Path:\t{_str(hp.get('path'))}\n"
-                       f"    HostPathType:\t{_str(hp.get('type')) if 'type' in hp else NONE}\n")
+                       f"    Path:\t{cell(hp.get('path'))}\n"
+                       f"    HostPathType:\t{cell(hp.get('type')) if 'type' in hp else NONE}\n")
         elif isinstance(v.get("emptyDir"), dict):
             ed = v["emptyDir"]
             size = ed.get("sizeLimit")
             w.write(2, "Type:\tEmptyDir (a temporary directory that shares a pod's lifetime)\n"
-                       f"    Medium:\t{_str(ed.get('medium'))}\n"
+                       f"    Medium:\t{cell(ed.get('medium'))}\n"
                        f"    SizeLimit:\t{_quantity_str(size) if size else '<unset>'}\n")
         elif isinstance(v.get("secret"), dict):
             s = v["secret"]
             w.write(2, "Type:\tSecret (a volume populated by a Secret)\n"
-                       f"    SecretName:\t{_str(s.get('secretName'))}\n"
+                       f"    SecretName:\t{cell(s.get('secretName'))}\n"
                        f"    Optional:\t{'true' if s.get('optional') else 'false'}\n")
         elif isinstance(v.get("configMap"), dict):
             cm = v["configMap"]
             w.write(2, "Type:\tConfigMap (a volume populated by a ConfigMap)\n"
-                       f"    Name:\t{_str(cm.get('name'))}\n"
+                       f"    Name:\t{cell(cm.get('name'))}\n"
                        f"    Optional:\t{'true' if cm.get('optional') else 'false'}\n")
         elif isinstance(v.get("persistentVolumeClaim"), dict):
             pvc = v["persistentVolumeClaim"]
             w.write(2, "Type:\tPersistentVolumeClaim (a reference to a PersistentVolumeClaim in the same "
                        "namespace)\n"
-                       f"    ClaimName:\t{_str(pvc.get('claimName'))}\n"
+                       f"    ClaimName:\t{cell(pvc.get('claimName'))}\n"
                        f"    ReadOnly:\t{'true' if pvc.get('readOnly') else 'false'}\n")
         elif isinstance(v.get("projected"), dict):
             w.write(2, "Type:\tProjected (a volume that contains injected data from multiple sources)\n")
-            for src in _list(v, "projected", "sources"):
+            for src in dig_list(v, "projected", "sources"):
                 if not isinstance(src, dict):
                     continue
                 if isinstance(src.get("secret"), dict):
-                    w.write(2, f"SecretName:\t{_str(src['secret'].get('name'))}\n"
+                    w.write(2, f"SecretName:\t{cell(src['secret'].get('name'))}\n"
                                f"    SecretOptionalName:\t{_optional(src['secret'].get('optional'))}\n")
                 elif isinstance(src.get("downwardAPI"), dict):
                     w.write(2, "DownwardAPI:\ttrue\n")
                 elif isinstance(src.get("configMap"), dict):
-                    w.write(2, f"ConfigMapName:\t{_str(src['configMap'].get('name'))}\n"
+                    w.write(2, f"ConfigMapName:\t{cell(src['configMap'].get('name'))}\n"
                                f"    ConfigMapOptional:\t{_optional(src['configMap'].get('optional'))}\n")
                 elif isinstance(src.get("serviceAccountToken"), dict):
                     w.write(2, f"TokenExpirationSeconds:\t"
                                f"{src['serviceAccountToken'].get('expirationSeconds') or 0}\n")
         elif isinstance(v.get("downwardAPI"), dict):
             w.write(2, "Type:\tDownwardAPI (a volume populated by information about the pod)\n    Items:\n")
-            for item in _list(v, "downwardAPI", "items"):
+            for item in dig_list(v, "downwardAPI", "items"):
                 if isinstance(item, dict):
                     ref = item.get("fieldRef") or item.get("resourceFieldRef") or {}
                     src = ref.get("fieldPath") or ref.get("resource")
-                    w.write(3, f"{_str(src)} -> {_str(item.get('path'))}\n")
+                    w.write(3, f"{cell(src)} -> {cell(item.get('path'))}\n")
         else:
             w.write(1, "<unknown>\n")
 
 
 def _qos_class(pod: Obj) -> str:
-    qos = _get(pod, "status", "qosClass")
+    qos = dig(pod, "status", "qosClass")
     if qos:
-        return _str(qos)
+        return cell(qos)
     requests: dict[str, Decimal] = {}
     limits: dict[str, Decimal] = {}
     guaranteed = True
-    containers = [c for c in _list(pod, "spec", "containers") + _list(pod, "spec", "initContainers")
+    containers = [c for c in dig_list(pod, "spec", "containers") + dig_list(pod, "spec", "initContainers")
                   if isinstance(c, dict)]
     for c in containers:
-        req = {k: v for k, v in _dict(c, "resources", "requests").items() if k in ("cpu", "memory")}
-        lim = {k: v for k, v in _dict(c, "resources", "limits").items() if k in ("cpu", "memory")}
+        req = {k: v for k, v in dig_dict(c, "resources", "requests").items() if k in ("cpu", "memory")}
+        lim = {k: v for k, v in dig_dict(c, "resources", "limits").items() if k in ("cpu", "memory")}
         for src, dst in ((req, requests), (lim, limits)):
             for k, v in src.items():
                 p = parse_quantity(v)
@@ -519,14 +517,14 @@ def _qos_class(pod: Obj) -> str:
 
 def _tolerations(w: PrefixWriter, tolerations: list) -> None:
     w.write(0, "Tolerations:\t")
-    tolerations = sorted((t for t in tolerations if isinstance(t, dict)), key=lambda t: _str(t.get("key")))
+    tolerations = sorted((t for t in tolerations if isinstance(t, dict)), key=lambda t: cell(t.get("key")))
     if not tolerations:
         w.write(0, f"{NONE}\n")
         return
     for i, t in enumerate(tolerations):
         if i:
             w.write(0, "\t")
-        text = _str(t.get("key"))
+        text = cell(t.get("key"))
         if t.get("value"):
             text += f"={t['value']}"
         if t.get("effect"):
@@ -540,11 +538,11 @@ def _tolerations(w: PrefixWriter, tolerations: list) -> None:
 
 def _describe_pod(pod: Obj, related: dict, now: datetime) -> str:
     w = PrefixWriter()
-    meta = _dict(pod, "metadata")
-    spec = _dict(pod, "spec")
-    status = _dict(pod, "status")
-    w.write(0, f"Name:\t{_str(meta.get('name'))}\n")
-    w.write(0, f"Namespace:\t{_str(meta.get('namespace'))}\n")
+    meta = dig_dict(pod, "metadata")
+    spec = dig_dict(pod, "spec")
+    status = dig_dict(pod, "status")
+    w.write(0, f"Name:\t{cell(meta.get('name'))}\n")
+    w.write(0, f"Namespace:\t{cell(meta.get('namespace'))}\n")
     if spec.get("priority") is not None:
         w.write(0, f"Priority:\t{spec['priority']}\n")
     if spec.get("priorityClassName"):
@@ -556,12 +554,12 @@ def _describe_pod(pod: Obj, related: dict, now: datetime) -> str:
     if not spec.get("nodeName"):
         w.write(0, f"Node:\t{NONE}\n")
     else:
-        w.write(0, f"Node:\t{spec['nodeName']}/{_str(status.get('hostIP'))}\n")
+        w.write(0, f"Node:\t{spec['nodeName']}/{cell(status.get('hostIP'))}\n")
     if status.get("startTime"):
         w.write(0, f"Start Time:\t{rfc1123z(status['startTime'], now)}\n")
     _labels(w, "Labels", meta.get("labels"))
     _annotations(w, "Annotations", meta.get("annotations"))
-    phase = _str(status.get("phase"))
+    phase = cell(status.get("phase"))
     if meta.get("deletionTimestamp") and phase not in ("Failed", "Succeeded"):
         w.write(0, f"Status:\tTerminating (lasts {_since(meta['deletionTimestamp'], now)})\n")
         w.write(0, f"Termination Grace Period:\t{meta.get('deletionGracePeriodSeconds') or 0}s\n")
@@ -571,39 +569,39 @@ def _describe_pod(pod: Obj, related: dict, now: datetime) -> str:
         w.write(0, f"Reason:\t{status['reason']}\n")
     if status.get("message"):
         w.write(0, f"Message:\t{status['message']}\n")
-    w.write(0, f"IP:\t{_str(status.get('podIP'))}\n")
-    ips = [ip for ip in _list(status, "podIPs") if isinstance(ip, dict)]
+    w.write(0, f"IP:\t{cell(status.get('podIP'))}\n")
+    ips = [ip for ip in dig_list(status, "podIPs") if isinstance(ip, dict)]
     if not ips:
         w.write(0, f"IPs:\t{NONE}\n")
     else:
         w.write(0, "IPs:\n")
         for ip in ips:
-            w.write(1, f"IP:\t{_str(ip.get('ip'))}\n")
+            w.write(1, f"IP:\t{cell(ip.get('ip'))}\n")
     controlled_by = _controller(pod)
     if controlled_by:
         w.write(0, f"Controlled By:\t{controlled_by}\n")
     if status.get("nominatedNodeName"):
         w.write(0, f"NominatedNodeName:\t{status['nominatedNodeName']}\n")
-    inits = _list(spec, "initContainers")
+    inits = dig_list(spec, "initContainers")
     if inits:
-        _describe_containers(w, pod, "Init Containers", inits, _list(status, "initContainerStatuses"), now)
-    _describe_containers(w, pod, "Containers", _list(spec, "containers"), _list(status, "containerStatuses"), now)
-    conditions = [c for c in _list(status, "conditions") if isinstance(c, dict)]
-    gates = [g for g in _list(spec, "readinessGates") if isinstance(g, dict)]
+        _describe_containers(w, pod, "Init Containers", inits, dig_list(status, "initContainerStatuses"), now)
+    _describe_containers(w, pod, "Containers", dig_list(spec, "containers"), dig_list(status, "containerStatuses"), now)
+    conditions = [c for c in dig_list(status, "conditions") if isinstance(c, dict)]
+    gates = [g for g in dig_list(spec, "readinessGates") if isinstance(g, dict)]
     if gates:
         w.write(0, "Readiness Gates:\n  Type\tStatus\n")
         for g in gates:
-            st = next((_str(c.get("status")) for c in conditions if c.get("type") == g.get("conditionType")),
+            st = next((cell(c.get("status")) for c in conditions if c.get("type") == g.get("conditionType")),
                       NONE)
-            w.write(1, f"{_str(g.get('conditionType'))} \t{st} \n")
+            w.write(1, f"{cell(g.get('conditionType'))} \t{st} \n")
     if conditions:
         w.write(0, "Conditions:\n  Type\tStatus\n")
         for c in conditions:
-            w.write(1, f"{_str(c.get('type'))} \t{_str(c.get('status'))} \n")
-    _describe_volumes(w, _list(spec, "volumes"))
+            w.write(1, f"{cell(c.get('type'))} \t{cell(c.get('status'))} \n")
+    _describe_volumes(w, dig_list(spec, "volumes"))
     w.write(0, f"QoS Class:\t{_qos_class(pod)}\n")
     _labels(w, "Node-Selectors", spec.get("nodeSelector"))
-    _tolerations(w, _list(spec, "tolerations"))
+    _tolerations(w, dig_list(spec, "tolerations"))
     _events(w, related.get("events", []), now)
     return w.text()
 
@@ -683,18 +681,18 @@ def waiting_reason(podgroup: Obj | None) -> str:
     """Why a gang is not running yet: the PodGroup's Unschedulable condition, if any."""
     if not isinstance(podgroup, dict):
         return ""
-    phase = _str(_get(podgroup, "status", "phase")) or "Pending"
+    phase = cell(dig(podgroup, "status", "phase")) or "Pending"
     if phase not in ("Pending", "Inqueue", "Unknown"):
         return ""
-    for c in reversed(_list(podgroup, "status", "conditions")):
+    for c in reversed(dig_list(podgroup, "status", "conditions")):
         if isinstance(c, dict) and c.get("type") == "Unschedulable" and c.get("status") == "True":
-            detail = _str(c.get("message")) or _str(c.get("reason"))
-            return f"PodGroup {_str(_get(podgroup, 'metadata', 'name'))} is {phase}: {detail}"
+            detail = cell(c.get("message")) or cell(c.get("reason"))
+            return f"PodGroup {cell(dig(podgroup, 'metadata', 'name'))} is {phase}: {detail}"
     return ""
 
 
 def _job_finished_or_running(job: Obj) -> bool:
-    for c in _list(job, "status", "conditions"):
+    for c in dig_list(job, "status", "conditions"):
         if isinstance(c, dict) and c.get("status") == "True" and c.get("type") in ("Running", "Succeeded",
                                                                                   "Failed"):
             return True
@@ -712,9 +710,9 @@ _REPLICA_COUNTS = (("active", "Active"), ("succeeded", "Succeeded"), ("failed", 
 
 def has_restart_accounting(obj: Obj) -> bool:
     """Whether the job's status carries restart counters (any restart was counted)."""
-    status = _dict(obj, "status")
+    status = dig_dict(obj, "status")
     return "restartCount" in status or any(
-        isinstance(rs, dict) and "restarts" in rs for rs in _dict(status, "replicaStatuses").values())
+        isinstance(rs, dict) and "restarts" in rs for rs in dig_dict(status, "replicaStatuses").values())
 
 
 def _count(v: Any) -> str:
@@ -739,7 +737,7 @@ def _replica_statuses(w: PrefixWriter, level: int, value: Any) -> None:
 
 
 def _restart_count_renderer(obj: Obj) -> Renderer:
-    limit = _get(obj, "spec", "runPolicy", "backoffLimit")
+    limit = dig(obj, "spec", "runPolicy", "backoffLimit")
     said = f"backoffLimit {go_value(limit)}" if limit is not None else "backoffLimit not set: operator default"
 
     def render(w: PrefixWriter, level: int, value: Any) -> None:
@@ -780,14 +778,14 @@ def _job_status_renderers(obj: Obj) -> dict[str, Renderer]:
 
 def _describe_generic(obj: Obj, related: dict, now: datetime) -> str:
     w = PrefixWriter()
-    meta = _dict(obj, "metadata")
-    w.write(0, f"Name:\t{_str(meta.get('name'))}\n")
-    w.write(0, f"Namespace:\t{_str(meta.get('namespace'))}\n")
+    meta = dig_dict(obj, "metadata")
+    w.write(0, f"Name:\t{cell(meta.get('name'))}\n")
+    w.write(0, f"Namespace:\t{cell(meta.get('namespace'))}\n")
     _labels(w, "Labels", meta.get("labels"))
     _annotations(w, "Annotations", meta.get("annotations"))
     custom = _job_status_renderers(obj)
-    if has_restart_accounting(obj) and "restartCount" not in _dict(obj, "status"):
-        obj = {**obj, "status": {**_dict(obj, "status"), "restartCount": 0}}
+    if has_restart_accounting(obj) and "restartCount" not in dig_dict(obj, "status"):
+        obj = {**obj, "status": {**dig_dict(obj, "status"), "restartCount": 0}}
     _unstructured(w, 0, obj, "", _GENERIC_SKIP, custom)
     waiting = ""
     if obj.get("kind") == "PodGroup":
@@ -812,9 +810,9 @@ def _pod_requests_limits(pod: Obj) -> tuple[dict[str, Decimal], dict[str, Decima
         for c in containers:
             if not isinstance(c, dict):
                 continue
-            values = _dict(c, "resources", section)
+            values = dig_dict(c, "resources", section)
             if section == "requests":  # the apiserver defaults each missing request to its limit
-                values = {**_dict(c, "resources", "limits"), **values}
+                values = {**dig_dict(c, "resources", "limits"), **values}
             parsed = {}
             for k, v in values.items():
                 p = parse_quantity(v)
@@ -826,10 +824,10 @@ def _pod_requests_limits(pod: Obj) -> tuple[dict[str, Decimal], dict[str, Decima
     result = []
     for section in ("requests", "limits"):
         total: dict[str, Decimal] = {}
-        for d in collect(_list(pod, "spec", "containers"), section):
+        for d in collect(dig_list(pod, "spec", "containers"), section):
             for k, v in d.items():
                 total[k] = total.get(k, Decimal(0)) + v
-        for d in collect(_list(pod, "spec", "initContainers"), section):
+        for d in collect(dig_list(pod, "spec", "initContainers"), section):
             for k, v in d.items():
                 total[k] = max(total.get(k, Decimal(0)), v)
         result.append(total)
@@ -844,16 +842,16 @@ def _pct(value: Decimal, total: Decimal | None) -> int:
 
 def _describe_node(node: Obj, related: dict, now: datetime) -> str:
     w = PrefixWriter()
-    meta = _dict(node, "metadata")
-    spec = _dict(node, "spec")
-    status = _dict(node, "status")
-    w.write(0, f"Name:\t{_str(meta.get('name'))}\n")
+    meta = dig_dict(node, "metadata")
+    spec = dig_dict(node, "spec")
+    status = dig_dict(node, "status")
+    w.write(0, f"Name:\t{cell(meta.get('name'))}\n")
     w.write(0, f"Roles:\t{','.join(node_roles(node)) or NONE}\n")
     _labels(w, "Labels", meta.get("labels"))
     _annotations(w, "Annotations", meta.get("annotations"))
     w.write(0, f"CreationTimestamp:\t{rfc1123z(meta.get('creationTimestamp'), now)}\n")
-    taints = sorted((t for t in _list(spec, "taints") if isinstance(t, dict)),
-                    key=lambda t: f"{_str(t.get('effect'))},{_str(t.get('key'))}")
+    taints = sorted((t for t in dig_list(spec, "taints") if isinstance(t, dict)),
+                    key=lambda t: f"{cell(t.get('effect'))},{cell(t.get('key'))}")
     w.write(0, "Taints:\t")
     if not taints:
         w.write(0, f"{NONE}\n")
@@ -861,38 +859,38 @@ def _describe_node(node: Obj, related: dict, now: datetime) -> str:
         if i:
             w.write(0, "\t")
         value = f"={t['value']}" if t.get("value") else ""
-        w.write(0, f"{_str(t.get('key'))}{value}:{_str(t.get('effect'))}\n")
+        w.write(0, f"{cell(t.get('key'))}{value}:{cell(t.get('effect'))}\n")
     w.write(0, f"Unschedulable:\t{'true' if spec.get('unschedulable') else 'false'}\n")
-    conditions = [c for c in _list(status, "conditions") if isinstance(c, dict)]
+    conditions = [c for c in dig_list(status, "conditions") if isinstance(c, dict)]
     if conditions:
         w.write(0, "Conditions:\n  Type\tStatus\tLastHeartbeatTime\tLastTransitionTime\tReason\tMessage\n")
         w.write(1, "----\t------\t-----------------\t------------------\t------\t-------\n")
         for c in conditions:
-            w.write(1, f"{_str(c.get('type'))} \t{_str(c.get('status'))} \t"
+            w.write(1, f"{cell(c.get('type'))} \t{cell(c.get('status'))} \t"
                        f"{rfc1123z(c.get('lastHeartbeatTime'), now)} \t{rfc1123z(c.get('lastTransitionTime'), now)} "
-                       f"\t{_str(c.get('reason'))} \t{_str(c.get('message'))}\n")
+                       f"\t{cell(c.get('reason'))} \t{cell(c.get('message'))}\n")
     w.write(0, "Addresses:\n")
-    for a in _list(status, "addresses"):
+    for a in dig_list(status, "addresses"):
         if isinstance(a, dict):
-            w.write(1, f"{_str(a.get('type'))}:\t{_str(a.get('address'))}\n")
+            w.write(1, f"{cell(a.get('type'))}:\t{cell(a.get('address'))}\n")
     for key, title in (("capacity", "Capacity"), ("allocatable", "Allocatable")):
-        values = _dict(status, key)
+        values = dig_dict(status, key)
         if values:
             w.write(0, f"{title}:\n")
             for k in sorted(values):
                 w.write(0, f"  {k}:\t{_quantity_str(values[k])}\n")
-    info = _dict(status, "nodeInfo")
+    info = dig_dict(status, "nodeInfo")
     w.write(0, "System Info:\n")
     for key, title in (("machineID", "Machine ID"), ("systemUUID", "System UUID"), ("bootID", "Boot ID"),
                        ("kernelVersion", "Kernel Version"), ("osImage", "OS Image"),
                        ("operatingSystem", "Operating System"), ("architecture", "Architecture"),
                        ("containerRuntimeVersion", "Container Runtime Version"),
                        ("kubeletVersion", "Kubelet Version")):
-        w.write(0, f"  {title}:\t{_str(info.get(key))}\n")
+        w.write(0, f"  {title}:\t{cell(info.get(key))}\n")
     if spec.get("podCIDR"):
         w.write(0, f"PodCIDR:\t{spec['podCIDR']}\n")
-    if _list(spec, "podCIDRs"):
-        w.write(0, f"PodCIDRs:\t{','.join(_str(x) for x in _list(spec, 'podCIDRs'))}\n")
+    if dig_list(spec, "podCIDRs"):
+        w.write(0, f"PodCIDRs:\t{','.join(cell(x) for x in dig_list(spec, 'podCIDRs'))}\n")
     if spec.get("providerID"):
         w.write(0, f"ProviderID:\t{spec['providerID']}\n")
     pods = related.get("pods")
@@ -903,8 +901,8 @@ def _describe_node(node: Obj, related: dict, now: datetime) -> str:
 
 
 def _describe_node_resources(w: PrefixWriter, node: Obj, pods: list[Obj], now: datetime) -> None:
-    pods = [p for p in pods if _get(p, "status", "phase") not in ("Succeeded", "Failed")]
-    allocatable = _dict(node, "status", "allocatable") or _dict(node, "status", "capacity")
+    pods = [p for p in pods if dig(p, "status", "phase") not in ("Succeeded", "Failed")]
+    allocatable = dig_dict(node, "status", "allocatable") or dig_dict(node, "status", "capacity")
     alloc = {k: (parse_quantity(v) or (Decimal(0), "DecimalSI"))[0] for k, v in allocatable.items()}
     w.write(0, f"Non-terminated Pods:\t({len(pods)} in total)\n")
     w.write(1, "Namespace\tName\t\tCPU Requests\tCPU Limits\tMemory Requests\tMemory Limits\tAge\n")
@@ -921,8 +919,8 @@ def _describe_node_resources(w: PrefixWriter, node: Obj, pods: list[Obj], now: d
                             (req, "memory", "BinarySI"), (lim, "memory", "BinarySI")):
             v = d.get(res, Decimal(0))
             cells.append(f"{format_quantity(v, fmt)} ({_pct(v, alloc.get(res))}%)")
-        w.write(1, f"{_str(_get(p, 'metadata', 'namespace'))}\t{_str(_get(p, 'metadata', 'name'))}\t\t"
-                   f"{chr(9).join(cells)}\t{age(_get(p, 'metadata', 'creationTimestamp'), now)}\n")
+        w.write(1, f"{cell(dig(p, 'metadata', 'namespace'))}\t{cell(dig(p, 'metadata', 'name'))}\t\t"
+                   f"{chr(9).join(cells)}\t{age(dig(p, 'metadata', 'creationTimestamp'), now)}\n")
     w.write(0, "Allocated resources:\n  (Total limits may be over 100 percent, i.e., overcommitted.)\n")
     w.write(1, "Resource\tRequests\tLimits\n")
     w.write(1, "--------\t--------\t------\n")
@@ -947,14 +945,14 @@ def _endpoints(svc: Obj, port: Obj, related: dict) -> str:
             if not isinstance(p, dict):
                 continue
             ready = any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
-                        for c in _list(p, "status", "conditions"))
-            ip = _get(p, "status", "podIP")
+                        for c in dig_list(p, "status", "conditions"))
+            ip = dig(p, "status", "podIP")
             if not ready or not ip:
                 continue
             num = target
             if isinstance(target, str):
-                num = next((cp.get("containerPort") for c in _list(p, "spec", "containers") if isinstance(c, dict)
-                            for cp in _list(c, "ports") if isinstance(cp, dict) and cp.get("name") == target), None)
+                num = next((cp.get("containerPort") for c in dig_list(p, "spec", "containers") if isinstance(c, dict)
+                            for cp in dig_list(c, "ports") if isinstance(cp, dict) and cp.get("name") == target), None)
             if num is None:
                 continue
             addrs.append(f"{ip}:{num}")
@@ -967,39 +965,39 @@ def _endpoints(svc: Obj, port: Obj, related: dict) -> str:
 
 def _describe_service(svc: Obj, related: dict, now: datetime) -> str:
     w = PrefixWriter()
-    meta = _dict(svc, "metadata")
-    spec = _dict(svc, "spec")
-    w.write(0, f"Name:\t{_str(meta.get('name'))}\n")
-    w.write(0, f"Namespace:\t{_str(meta.get('namespace'))}\n")
+    meta = dig_dict(svc, "metadata")
+    spec = dig_dict(svc, "spec")
+    w.write(0, f"Name:\t{cell(meta.get('name'))}\n")
+    w.write(0, f"Namespace:\t{cell(meta.get('namespace'))}\n")
     _labels(w, "Labels", meta.get("labels"))
     _annotations(w, "Annotations", meta.get("annotations"))
-    w.write(0, f"Selector:\t{format_labels(_dict(spec, 'selector'))}\n")
-    w.write(0, f"Type:\t{_str(spec.get('type') or 'ClusterIP')}\n")
+    w.write(0, f"Selector:\t{format_labels(dig_dict(spec, 'selector'))}\n")
+    w.write(0, f"Type:\t{cell(spec.get('type') or 'ClusterIP')}\n")
     if spec.get("ipFamilyPolicy"):
         w.write(0, f"IP Family Policy:\t{spec['ipFamilyPolicy']}\n")
-    families = _list(spec, "ipFamilies")
-    w.write(0, f"IP Families:\t{','.join(_str(f) for f in families) if families else NONE}\n")
-    w.write(0, f"IP:\t{_str(spec.get('clusterIP'))}\n")
-    ips = _list(spec, "clusterIPs")
-    w.write(0, f"IPs:\t{','.join(_str(i) for i in ips) if ips else NONE}\n")
-    if _list(spec, "externalIPs"):
-        w.write(0, f"External IPs:\t{','.join(_str(i) for i in _list(spec, 'externalIPs'))}\n")
+    families = dig_list(spec, "ipFamilies")
+    w.write(0, f"IP Families:\t{','.join(cell(f) for f in families) if families else NONE}\n")
+    w.write(0, f"IP:\t{cell(spec.get('clusterIP'))}\n")
+    ips = dig_list(spec, "clusterIPs")
+    w.write(0, f"IPs:\t{','.join(cell(i) for i in ips) if ips else NONE}\n")
+    if dig_list(spec, "externalIPs"):
+        w.write(0, f"External IPs:\t{','.join(cell(i) for i in dig_list(spec, 'externalIPs'))}\n")
     if spec.get("externalName"):
         w.write(0, f"External Name:\t{spec['externalName']}\n")
-    for p in _list(spec, "ports"):
+    for p in dig_list(spec, "ports"):
         if not isinstance(p, dict):
             continue
-        name = _str(p.get("name")) or "<unset>"
-        proto = _str(p.get("protocol") or "TCP")
-        w.write(0, f"Port:\t{name}\t{_str(p.get('port'))}/{proto}\n")
+        name = cell(p.get("name")) or "<unset>"
+        proto = cell(p.get("protocol") or "TCP")
+        w.write(0, f"Port:\t{name}\t{cell(p.get('port'))}/{proto}\n")
         target = p.get("targetPort", p.get("port"))
-        w.write(0, f"TargetPort:\t{_str(target)}/{proto}\n")
+        w.write(0, f"TargetPort:\t{cell(target)}/{proto}\n")
         if p.get("appProtocol"):
             w.write(0, f"AppProtocol:\t{p['appProtocol']}\n")
         if p.get("nodePort"):
             w.write(0, f"NodePort:\t{name}\t{p['nodePort']}/{proto}\n")
         w.write(0, f"Endpoints:\t{_endpoints(svc, p, related)}\n")
-    w.write(0, f"Session Affinity:\t{_str(spec.get('sessionAffinity') or 'None')}\n")
+    w.write(0, f"Session Affinity:\t{cell(spec.get('sessionAffinity') or 'None')}\n")
     if spec.get("externalTrafficPolicy"):
         w.write(0, f"External Traffic Policy:\t{spec['externalTrafficPolicy']}\n")
     if spec.get("internalTrafficPolicy"):
@@ -1010,11 +1008,11 @@ def _describe_service(svc: Obj, related: dict, now: datetime) -> str:
 
 def _describe_namespace(ns: Obj, related: dict, now: datetime) -> str:
     w = PrefixWriter()
-    meta = _dict(ns, "metadata")
-    w.write(0, f"Name:\t{_str(meta.get('name'))}\n")
+    meta = dig_dict(ns, "metadata")
+    w.write(0, f"Name:\t{cell(meta.get('name'))}\n")
     _labels(w, "Labels", meta.get("labels"))
     _annotations(w, "Annotations", meta.get("annotations"))
-    w.write(0, f"Status:\t{_str(_get(ns, 'status', 'phase'))}\n")
+    w.write(0, f"Status:\t{cell(dig(ns, 'status', 'phase'))}\n")
     return w.text()
 
 
@@ -1038,5 +1036,5 @@ def describe(obj: Obj, related: dict | None = None, now: datetime | None = None)
     related = related or {}
     if not isinstance(obj, dict):
         return json.dumps(obj) + "\n"
-    fn = _DESCRIBERS.get(_str(obj.get("kind")), _describe_generic)
+    fn = _DESCRIBERS.get(cell(obj.get("kind")), _describe_generic)
     return fn(obj, related, now)

@@ -20,8 +20,8 @@ from typing import List, NoReturn, Optional, Sequence
 
 import typer
 
-from .lazy import lazy_module
-from ..node.names import check_dns_label, check_dns_subdomain
+from phalanx.cli.lazy import lazy_module
+from phalanx.node.names import check_dns_label, check_dns_subdomain
 
 # Loaded when `phalanx exec` runs, not whenever the CLI starts.
 argparse = lazy_module("argparse")

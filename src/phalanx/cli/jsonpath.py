@@ -8,12 +8,11 @@ Pure functions over JSON-shaped values.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .printers import compact_json
+from phalanx.cli.printers import compact_json
 
 _SLICE = re.compile(r"^(-?\d*)(:-?\d*)?(:-?\d*)?$")
 _DICT_KEY = re.compile(r"^'([^']*)'$")

@@ -12,12 +12,12 @@ from typing import Optional
 
 import typer
 
-from ..api import registry
-from ..api.errors import ApiError
-from . import objects
-from .controlplane import export_line, home as phalanx_home_dir, running_endpoint, serve_forever, start_daemon, \
-    stop_daemon
-from .lazy import LazyConsole, lazy_module
+from phalanx.api import registry
+from phalanx.cli import objects
+from phalanx.cli.controlplane import export_line, running_endpoint, serve_forever, start_daemon, stop_daemon
+from phalanx.cli.controlplane import home as phalanx_home_dir
+from phalanx.cli.lazy import LazyConsole, lazy_module
+from phalanx.objects.errors import ApiError
 
 # Loaded by the commands that run a control plane or a job; the object commands need neither.
 asyncio = lazy_module("asyncio")
@@ -58,8 +58,8 @@ def _fail(msg: str, code: int = 1) -> None:
 def _load_and_check(path: str, namespace: str | None) -> list[dict]:
     """Parse, default and validate every document before anything is sent, so
     a bad file changes nothing (exit 2 with the field and the rule)."""
-    from ..api.admission import admit
-    from ..api.manifest import load_manifests
+    from phalanx.api.admission import admit
+    from phalanx.api.manifest import load_manifests
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
@@ -136,7 +136,7 @@ _CONN_HELP = ("kubeconfig file (default: in-cluster service account, $KUBECONFIG
 
 def _connection(kubeconfig: Optional[str], context: Optional[str], server: Optional[str], token: Optional[str],
                 certificate_authority: Optional[str], in_cluster: Optional[bool], qps: float, burst: int):
-    from .clustermode import Connection
+    from phalanx.cli.clustermode import Connection
 
     if qps > 0 and burst < 1:
         _fail("error: --kube-api-burst: must be at least 1 when --kube-api-qps is set", EXIT_INVALID)
@@ -144,7 +144,7 @@ def _connection(kubeconfig: Optional[str], context: Optional[str], server: Optio
 
 
 def _run_cluster_mode(coro) -> None:
-    from ..client.kubeconfig import ConfigError
+    from phalanx.client.kubeconfig import ConfigError
 
     try:
         code = asyncio.run(coro)
@@ -191,8 +191,15 @@ def operator(
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the job controller against a Kubernetes API server (a cluster, or `phalanx up --no-controllers`)."""
-    from .clustermode import OperatorSettings, configure_logging, env_cluster_domain, parse_gang_scheduler, \
-        parse_image, parse_kinds, run_operator
+    from phalanx.cli.clustermode import (
+        OperatorSettings,
+        configure_logging,
+        env_cluster_domain,
+        parse_gang_scheduler,
+        parse_image,
+        parse_kinds,
+        run_operator,
+    )
 
     if local_runtime not in ("auto", "true", "false"):
         _fail(f'error: --local-runtime: unsupported value "{local_runtime}": supported values: "auto", "true", '
@@ -229,7 +236,7 @@ def scheduler_cmd(
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the gang scheduler (Volcano-shaped) as a secondary scheduler: PodGroups, Queues, pods/binding."""
-    from .clustermode import SchedulerSettings, configure_logging, run_scheduler
+    from phalanx.cli.clustermode import SchedulerSettings, configure_logging, run_scheduler
 
     if not scheduler_name.strip():
         _fail("error: --scheduler-name: must not be empty", EXIT_INVALID)
@@ -259,7 +266,7 @@ def install(
     context: Optional[str] = typer.Option(None, "--context"),
 ) -> None:
     """Print everything a cluster needs (`phalanx install | kubectl apply -f -`): CRDs, RBAC, Deployments."""
-    from ..deploy.manifests import DEFAULT_IMAGE, InstallOptions, install_objects, to_yaml
+    from phalanx.deploy.manifests import DEFAULT_IMAGE, InstallOptions, install_objects, to_yaml
 
     opts = InstallOptions(namespace=namespace, image=image or DEFAULT_IMAGE, image_pull_policy=image_pull_policy,
                           scheduler=scheduler, scheduler_name=scheduler_name.strip(), volcano_crds=volcano_crds)
@@ -270,8 +277,8 @@ def install(
     if not apply_:
         out.print(to_yaml(objs), markup=False, end="")
         return
-    from .clustermode import Connection
-    from ..deploy.apply import apply_objects
+    from phalanx.cli.clustermode import Connection
+    from phalanx.deploy.apply import apply_objects
 
     conn = Connection(kubeconfig=kubeconfig, context=context)
 
@@ -311,7 +318,7 @@ def run(
     if len(jobs) != 1:
         _fail(f"error: {filename} must contain exactly one training job ({', '.join(registry.JOB_KINDS)}); "
               f"found {len(jobs)}", EXIT_INVALID)
-    from .runner import run_job
+    from phalanx.cli.runner import run_job
 
     try:
         code = asyncio.run(run_job(docs, jobs[0], filename, timeout, out, err))
@@ -320,14 +327,14 @@ def run(
     raise typer.Exit(code)
 
 
-from .execcmd import exec_command  # noqa: E402  (phalanx exec: node/execctx, no API server needed)
+from phalanx.cli.execcmd import exec_command
 
 app.command("exec", no_args_is_help=True)(exec_command)
 
 
 # ---------------------------------------------------------------- simulate
 
-from .simulate import simulate as _simulate  # noqa: E402  (its heavy imports happen when it runs)
+from phalanx.cli.simulate import simulate as _simulate
 
 app.command("simulate")(_simulate)
 

@@ -15,11 +15,12 @@ from typing import Any, Callable, NoReturn, Optional
 
 import typer
 
-from ..api import registry
-from ..api.errors import ApiError, NotFound
-from ..client.wire import Unreachable
-from . import printers
-from .controlplane import home as phalanx_home_dir, read_endpoint
+from phalanx.api import registry
+from phalanx.cli import printers
+from phalanx.cli.controlplane import home as phalanx_home_dir
+from phalanx.cli.controlplane import read_endpoint
+from phalanx.client.wire import Unreachable
+from phalanx.objects.errors import ApiError, NotFound
 
 EXIT_OK, EXIT_ERROR, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 error (or the job Failed); 2 invalid input; "
@@ -125,7 +126,7 @@ class Output:
         if name in ("wide", "yaml", "json", "name") and not arg:
             self.kind = name
         elif name == "jsonpath":
-            from .jsonpath import JSONPathError, parse
+            from phalanx.cli.jsonpath import JSONPathError, parse
 
             if not arg:
                 fail("error: template format specified but no template given", EXIT_INVALID)
@@ -268,7 +269,7 @@ def _get(args: list[str], watch: bool, out: Output, namespace: str, all_namespac
         elif out.kind == "name":
             say("".join(printers.object_name(o) + "\n" for o in all_objs))
         elif out.kind == "jsonpath":
-            from .jsonpath import JSONPathError, execute
+            from phalanx.cli.jsonpath import JSONPathError, execute
 
             data = all_objs[0] if single and all_objs else printers.as_list(all_objs)
             if all_objs or not single:
@@ -343,7 +344,7 @@ def manifest_files(paths: list[str], recursive: bool) -> list[str]:
 def load_documents(files: list[str], namespace: str | None) -> list[tuple[str, dict]]:
     """(source, object) for every document, each with its namespace settled; exit 2 on
     unreadable or malformed files, unknown kinds, or a namespace that contradicts ``-n``."""
-    from ..api.manifest import load_manifests
+    from phalanx.api.manifest import load_manifests
 
     out = []
     for f in files:
@@ -385,7 +386,7 @@ def _check_offline(docs: list[tuple[str, dict]]) -> None:
     """No control plane: validate here so a bad file still says which field (exit 2)."""
     import json
 
-    from ..api.admission import admit
+    from phalanx.api.admission import admit
 
     bad = False
     for source, d in docs:
@@ -412,11 +413,11 @@ def apply(
 
 @interruptible
 def _apply(filename: list[str], recursive: bool, namespace: str | None, dry_run: bool) -> None:
-    from .applyconfig import FIELD_MANAGER, last_applied, three_way_patch, with_last_applied
+    from phalanx.cli.applyconfig import FIELD_MANAGER, last_applied, three_way_patch, with_last_applied
 
     docs = load_documents(manifest_files(filename, recursive), namespace)
     if dry_run:
-        from ..api.admission import admit
+        from phalanx.api.admission import admit
 
         _check_offline(docs)
         for _, d in docs:
@@ -499,7 +500,7 @@ def describe(
 
 @interruptible
 def _describe(kind: str, names: list[str], namespace: str, selector: str | None) -> None:
-    from . import describe as describe_mod
+    from phalanx.cli import describe as describe_mod
 
     if "/" in kind:
         kind, _, name = kind.partition("/")
@@ -590,7 +591,7 @@ def _logs(target: str, container: str | None, follow: bool, previous: bool, tail
     home = phalanx_home_dir()
     ep = read_endpoint(home)
     if ep is None:
-        from .offlinelogs import read_offline
+        from phalanx.cli.offlinelogs import read_offline
 
         try:
             text = read_offline(home, namespace, rt.kind, name, container, previous, tail)
@@ -661,7 +662,7 @@ def _delete(args: list[str], filename: list[str], recursive: bool, all_: bool, s
         if names and (all_ or selector):
             fail("error: name cannot be provided when a selector or --all is specified", EXIT_INVALID)
         if not names and not (all_ or selector):
-            fail(f'error: resource(s) were provided, but no name was specified', EXIT_INVALID)
+            fail('error: resource(s) were provided, but no name was specified', EXIT_INVALID)
         for rt in kinds:
             targets += [(rt, n, namespace if rt.namespaced else None) for n in names]
     else:
@@ -787,7 +788,7 @@ def _edit(kind: str, name: str, namespace: str) -> None:
 # ---------------------------------------------------------------- version
 
 def client_version() -> str:
-    from .. import __version__
+    from phalanx import __version__
 
     return f"v{__version__}"
 

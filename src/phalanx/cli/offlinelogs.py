@@ -8,11 +8,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from ..api.errors import NotFound
-from ..client.interface import ObjectList
-from ..node.logs import LogProvider
-from ..node.names import check_dns_label, check_dns_subdomain
-from ..node.podrecords import PodRecords
+from phalanx.client.interface import ObjectList
+from phalanx.node.logs import LogProvider
+from phalanx.node.names import check_dns_label, check_dns_subdomain
+from phalanx.node.podrecords import PodRecords
+from phalanx.objects.errors import NotFound
 
 
 class _FromDisk:

@@ -14,14 +14,15 @@ from typing import Any
 
 from rich.console import Console
 
-from ..api import registry
-from ..api.admission import admit
-from ..api.errors import ApiError, NotFound
-from ..client.interface import WatchEvent
-from . import printers
-from .objects import api_error_text, ref as resource_ref
-from .controlplane import AlreadyServed, RunLease, ServedCluster, export_line, home as phalanx_home_dir, \
-    running_endpoint
+from phalanx.api import registry
+from phalanx.api.admission import admit
+from phalanx.cli import printers
+from phalanx.cli.controlplane import AlreadyServed, RunLease, ServedCluster, export_line, running_endpoint
+from phalanx.cli.controlplane import home as phalanx_home_dir
+from phalanx.cli.objects import api_error_text
+from phalanx.cli.objects import ref as resource_ref
+from phalanx.objects.errors import ApiError, NotFound
+from phalanx.objects.watch import WatchEvent
 
 IMAGE_NOTE = ("note: Phalanx's local runtime does not pull images; each container's command "
               "runs as a process on this machine (the image is only recorded).")

@@ -24,11 +24,12 @@ def simulate(
     pictures: bool = typer.Option(True, "--pictures/--no-pictures", help="write utilisation.svg and .png"),
 ) -> None:
     """Simulate WORKLOAD: the real control plane on simulated nodes, in virtual time."""
-    from ..sim.report import print_summary, summarize, write_outputs
-    from ..sim.runner import Simulation
-    from ..sim.units import DurationError, format_duration, parse_duration
-    from ..sim.workload import WorkloadError, load_workload
     from rich.console import Console
+
+    from phalanx.sim.report import print_summary, summarize, write_outputs
+    from phalanx.sim.runner import Simulation
+    from phalanx.sim.units import DurationError, format_duration, parse_duration
+    from phalanx.sim.workload import WorkloadError, load_workload
 
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)

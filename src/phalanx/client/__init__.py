@@ -1,4 +1,5 @@
 """The one object-API interface every component uses (DESIGN.md "client/")."""
-from .interface import Client, ObjectList, WatchEvent
+from phalanx.client.interface import Client, ObjectList
+from phalanx.objects.watch import WatchEvent
 
 __all__ = ["Client", "ObjectList", "WatchEvent"]

@@ -2,7 +2,7 @@
 
 Talks to ``phalanx up`` (or any server with the same paths) through an
 aiohttp session, over TCP or a unix socket. Errors come back as the same
-``phalanx.api.errors`` exceptions a LocalClient raises, with the server's
+``phalanx.objects.errors`` exceptions a LocalClient raises, with the server's
 message kept word for word. ``watch`` reconnects by itself when the server
 ends a stream, resuming after the last resourceVersion it delivered.
 """
@@ -18,13 +18,22 @@ from typing import Any, AsyncIterator
 
 import aiohttp
 
-from ..api.errors import ApiError, BadRequest
-from ..api.registry import ResourceType
-from .interface import Obj, ObjectList, WatchEvent
-from .wire import (
-    PATCH_TYPES as _PATCH_TYPES, LineSplitter, Unreachable, error_from_body, error_from_status, label_selector as _label_selector,
-    log_params, parse_event, resource_path, resource_type,
+from phalanx.api.registry import ResourceType
+from phalanx.client.interface import Obj, ObjectList
+from phalanx.client.wire import PATCH_TYPES as _PATCH_TYPES
+from phalanx.client.wire import (
+    LineSplitter,
+    Unreachable,
+    error_from_body,
+    error_from_status,
+    log_params,
+    parse_event,
+    resource_path,
+    resource_type,
 )
+from phalanx.client.wire import label_selector as _label_selector
+from phalanx.objects.errors import ApiError, BadRequest
+from phalanx.objects.watch import WatchEvent
 
 __all__ = ["HttpClient", "error_from_status"]
 

@@ -1,33 +1,29 @@
 """Client: the object API every component talks through.
 
 Implementations: ``client.local.LocalClient`` (in-process, over the Store) and
-``client.http.HttpClient`` (over the Phalanx HTTP API, later a real cluster).
+``client.http.HttpClient`` (over the Phalanx HTTP API) and
+``client.kube.KubeClient`` (a real Kubernetes cluster).
 No component may reach into another; they only read, write and watch objects.
 
 Conventions:
 - ``kind`` is the Kubernetes kind string ("Pod", "PyTorchJob", "PodGroup", ...).
 - ``namespace`` is ignored for cluster-scoped kinds (Node, Queue, Namespace).
 - Objects are JSON-shaped dicts; returned dicts are copies the caller may mutate.
-- Errors are ``phalanx.api.errors`` exceptions (NotFound, Conflict, Invalid, ...).
+- Errors are ``phalanx.objects.errors`` exceptions (NotFound, Conflict, Invalid, ...).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol
 
-Obj = dict[str, Any]
+from phalanx.objects.meta import Obj
+from phalanx.objects.watch import WatchEvent
 
 
 @dataclass
 class ObjectList:
     items: list[Obj]
     resource_version: str
-
-
-@dataclass
-class WatchEvent:
-    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK
-    object: Obj
 
 
 class Client(Protocol):

@@ -10,7 +10,7 @@ speaks the same protocol). Built on lightkube's ``AsyncClient`` (pinned):
 - ``list`` and ``delete`` go through lightkube's generic request layer, which
   takes raw selector strings (set-based selectors included) and a
   ``DeleteOptions`` body (preconditions); everything else is the public API.
-- Failures become ``phalanx.api.errors`` exceptions with the server's words:
+- Failures become ``phalanx.objects.errors`` exceptions with the server's words:
   NotFound, AlreadyExists, Conflict, Invalid (with causes), Gone (410, also as
   a watch ERROR event: the Informer relists), ...; an unreachable server is a
   503 ``ApiError``.
@@ -30,15 +30,20 @@ from lightkube.core import resource as lkres
 from lightkube.core.exceptions import ApiError as LightkubeApiError
 from lightkube.core.generic_client import ALL_NS, GenericAsyncClient
 from lightkube.generic_resource import (
-    Generic, GenericGlobalResource, GenericGlobalStatus, GenericNamespacedResource, GenericNamespacedStatus,
+    Generic,
+    GenericGlobalResource,
+    GenericGlobalStatus,
+    GenericNamespacedResource,
+    GenericNamespacedStatus,
 )
 from lightkube.types import PatchType
 
-from ..api.errors import ApiError, BadRequest
-from ..api.registry import ResourceType, by_kind
-from .http import error_from_status
-from .interface import Obj, ObjectList, WatchEvent
-from .ratelimit import TokenBucket
+from phalanx.api.registry import ResourceType, by_kind
+from phalanx.client.http import error_from_status
+from phalanx.client.interface import Obj, ObjectList
+from phalanx.client.ratelimit import TokenBucket
+from phalanx.objects.errors import ApiError, BadRequest
+from phalanx.objects.watch import WatchEvent
 
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
@@ -104,7 +109,7 @@ def _unavailable(e: Exception) -> ApiError:
 
 
 def translate(e: BaseException) -> ApiError:
-    """The ``phalanx.api.errors`` exception a lightkube/httpx failure stands for."""
+    """The ``phalanx.objects.errors`` exception a lightkube/httpx failure stands for."""
     if isinstance(e, ApiError):
         return e
     if isinstance(e, LightkubeApiError):

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
-from ..store.store import Store
-from .interface import Obj, ObjectList, WatchEvent
+from phalanx.client.interface import Obj, ObjectList
+from phalanx.objects.watch import WatchEvent
+from phalanx.store.store import Store
 
 
 class LocalClient:

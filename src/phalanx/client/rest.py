@@ -14,12 +14,20 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..api.errors import ApiError, BadRequest
-from .interface import Obj, ObjectList, WatchEvent
-from .wire import (
-    PATCH_TYPES, LineSplitter, Unreachable, error_from_body, label_selector as _selector, log_params, parse_event,
-    resource_path, resource_type,
+from phalanx.client.interface import Obj, ObjectList
+from phalanx.client.wire import (
+    PATCH_TYPES,
+    LineSplitter,
+    Unreachable,
+    error_from_body,
+    log_params,
+    parse_event,
+    resource_path,
+    resource_type,
 )
+from phalanx.client.wire import label_selector as _selector
+from phalanx.objects.errors import ApiError, BadRequest
+from phalanx.objects.watch import WatchEvent
 
 REQUEST_TIMEOUT = 60.0  # seconds for a whole request; streams wait for data as long as it takes
 _CHUNK = 64 * 1024

@@ -10,7 +10,7 @@ import asyncio
 import random
 from typing import Awaitable, Callable, TypeVar
 
-from ..api.errors import Conflict
+from phalanx.objects.errors import Conflict
 
 T = TypeVar("T")
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
-from ..api.registry import by_kind
-from .interface import Client, ObjectList, WatchEvent
+from phalanx.api.registry import by_kind
+from phalanx.client.interface import Client, ObjectList
+from phalanx.objects.watch import WatchEvent
 
 
 class NamespaceScoped:

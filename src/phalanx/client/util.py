@@ -5,8 +5,8 @@ import asyncio
 import contextlib
 from typing import Any, AsyncIterator, Callable
 
-from ..api.errors import Gone, NotFound
-from .interface import Client, Obj
+from phalanx.client.interface import Client, Obj
+from phalanx.objects.errors import Gone, NotFound
 
 
 @contextlib.asynccontextmanager

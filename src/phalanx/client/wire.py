@@ -1,17 +1,26 @@
 """What the HTTP clients share about the wire: API paths built from the registry,
 patch content types, label selectors as query strings, and ``Status`` bodies turned
-back into ``phalanx.api.errors`` exceptions. Standard library only (the CLI imports it)."""
+back into ``phalanx.objects.errors`` exceptions. Standard library only (the CLI imports it)."""
 from __future__ import annotations
 
 import json
 import urllib.parse
 from typing import Any
 
-from ..api.errors import (
-    AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Forbidden, Gone, Invalid, NotFound, Unauthorized,
+from phalanx.api.registry import ResourceType, by_kind
+from phalanx.objects.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    FieldError,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    Unauthorized,
 )
-from ..api.registry import ResourceType, by_kind
-from .interface import WatchEvent
+from phalanx.objects.watch import WatchEvent
 
 MAX_LINE = 64 * 1024 * 1024  # a watch event larger than this is refused
 
@@ -90,7 +99,7 @@ class Unreachable(ApiError):
 
 
 def error_from_status(status: Any, http_code: int) -> ApiError:
-    """The ``phalanx.api.errors`` exception a ``Status`` body stands for, message kept."""
+    """The ``phalanx.objects.errors`` exception a ``Status`` body stands for, message kept."""
     status = status if isinstance(status, dict) else {}
     reason = status.get("reason") or ""
     code = status.get("code") if isinstance(status.get("code"), int) else http_code

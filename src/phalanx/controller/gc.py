@@ -19,10 +19,11 @@ import asyncio
 import logging
 from typing import Any
 
-from ..api.errors import Conflict, NotFound
-from ..api.registry import all_kinds, by_kind
-from ..client.interface import Client, Obj
-from .runtime import Controller, Informer, _Stopped
+from phalanx.api.registry import all_kinds, by_kind
+from phalanx.client.interface import Client, Obj
+from phalanx.objects.errors import Conflict, NotFound
+from phalanx.runtime.controller import Controller
+from phalanx.runtime.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +115,13 @@ class GarbageCollector:
             await self.controller.run()
         finally:
             for inf in self.informers.values():
-                inf.stop()
+                await inf.stop()
 
-    def stop(self) -> _Stopped:
+    async def stop(self) -> None:
         self._stopping.set()
         for inf in self.informers.values():
-            inf.stop()
-        return self.controller.stop()
+            await inf.stop()
+        await self.controller.stop()
 
     def _enqueue_uid(self, uid: str) -> None:
         key = self._uids.get(uid)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
-from ..api.errors import NotFound
-from ..api.registry import RESOURCES
-from ..client.interface import Client, Obj
-from .runtime import Controller, Informer
+from phalanx.api.registry import RESOURCES
+from phalanx.client.interface import Client, Obj
+from phalanx.objects.errors import NotFound
+from phalanx.runtime.controller import Controller
+from phalanx.runtime.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +41,11 @@ class NamespaceController:
         try:
             await self.controller.run()
         finally:
-            self.informer.stop()
+            await self.informer.stop()
 
-    def stop(self) -> Any:
-        self.informer.stop()
-        return self.controller.stop()
+    async def stop(self) -> None:
+        await self.informer.stop()
+        await self.controller.stop()
 
     async def _empty(self, namespace: str) -> None:
         try:

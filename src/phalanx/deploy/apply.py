@@ -4,9 +4,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..api.errors import AlreadyExists
-from ..api.registry import by_kind
-from ..client.retry import retry_on_conflict
+from phalanx.api.registry import by_kind
+from phalanx.client.retry import retry_on_conflict
+from phalanx.objects.errors import AlreadyExists
 
 
 def reference(obj: dict[str, Any]) -> str:

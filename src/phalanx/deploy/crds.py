@@ -14,9 +14,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..api.registry import JOB_KINDS, ResourceType, by_kind
-from ..server.openapi import inlined_kind_schema
-from ..server.tables import CRD_COLUMNS
+from phalanx.api.registry import JOB_KINDS, ResourceType, by_kind
+from phalanx.server.openapi import inlined_kind_schema
+from phalanx.server.tables import CRD_COLUMNS
 
 Schema = dict[str, Any]
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from .. import __version__
-from .crds import KUBEFLOW_CRD_KINDS, VOLCANO_CRD_KINDS, crd
-from .rbac import OPERATOR_RULES, SCHEDULER_RULES, cluster_role, cluster_role_binding
+from phalanx import __version__
+from phalanx.deploy.crds import KUBEFLOW_CRD_KINDS, VOLCANO_CRD_KINDS, crd
+from phalanx.deploy.rbac import OPERATOR_RULES, SCHEDULER_RULES, cluster_role, cluster_role_binding
 
 DEFAULT_IMAGE = f"ghcr.io/phalanx-dev/phalanx:{__version__}"
 DEFAULT_NAMESPACE = "phalanx-system"

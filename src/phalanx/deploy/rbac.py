@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api.registry import JOB_KINDS, by_kind
+from phalanx.api.registry import JOB_KINDS, by_kind
 
 READ = ["get", "list", "watch"]
 OWNED = [*READ, "create", "update", "delete"]

@@ -20,24 +20,25 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..api.constants import ANNOTATION_ADDRESS, LABEL_JOB_NAME
-from ..api.errors import AlreadyExists, Conflict, NotFound
-from ..api.objects import match_labels
-from ..client.interface import Client
-from ..clock import Clock, format_time
-from ..controller.events import EventRecorder
-from ..controller.runtime import Informer
-from . import podstate
-from .gpus import RESOURCE as GPU_RESOURCE, GpuAllocator, gpu_count, node_devices
-from .logs import pod_dir
-from .names import check_dns_label, check_dns_subdomain, check_uid
-from .network import LocalNetwork, pod_owner
-from .statuswrite import write_pod_status
-from .podstate import BackoffConfig, DeletePod, KillPod, StartContainer
-from .pyenv import PythonEnvironment
-from .runtime import ProcessRuntime
-from .volumes import VolumePlan, VolumeSpecError, materialise, plan_volumes, refresh_config_maps
+from phalanx import __version__
+from phalanx.api.constants import ANNOTATION_ADDRESS, LABEL_JOB_NAME
+from phalanx.client.interface import Client
+from phalanx.node import podstate
+from phalanx.node.gpus import RESOURCE as GPU_RESOURCE
+from phalanx.node.gpus import GpuAllocator, gpu_count, node_devices
+from phalanx.node.logs import pod_dir
+from phalanx.node.names import check_dns_label, check_dns_subdomain, check_uid
+from phalanx.node.network import LocalNetwork, pod_owner
+from phalanx.node.podstate import BackoffConfig, DeletePod, KillPod, StartContainer
+from phalanx.node.pyenv import PythonEnvironment
+from phalanx.node.runtime import ProcessRuntime
+from phalanx.node.statuswrite import write_pod_status
+from phalanx.node.volumes import VolumePlan, VolumeSpecError, materialise, plan_volumes, refresh_config_maps
+from phalanx.objects.clock import Clock, format_time
+from phalanx.objects.errors import AlreadyExists, Conflict, NotFound
+from phalanx.objects.meta import match_labels, resource_version
+from phalanx.runtime.events import EventRecorder
+from phalanx.runtime.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +88,6 @@ def name_problem(pod: Obj) -> str | None:
         return str(e)
     return None
 
-
-def _rv(obj: Obj) -> int:
-    try:
-        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 class NodeAgent:
@@ -146,9 +141,9 @@ class NodeAgent:
         (SIGTERM, ``shutdown_grace``, SIGKILL). Without, the containers keep
         running under their shims and the next agent of this node adopts them."""
         self._stopping = True
-        self.pods.stop()
-        self.services.stop()
-        self.configmaps.stop()
+        await self.pods.stop()
+        await self.services.stop()
+        await self.configmaps.stop()
         workers = list(self._workers.values())
         for w in workers:
             w.stopping = True
@@ -424,7 +419,7 @@ class _PodWorker:
     def update(self, pod: Obj) -> None:
         if (pod.get("metadata") or {}).get("uid") != self.uid:
             return
-        if _rv(pod) >= _rv(self.pod) or self.removed:
+        if resource_version(pod) >= resource_version(self.pod) or self.removed:
             self.pod = pod
 
     # ------------------------------------------------------------------ loop

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..api.errors import FieldError, Invalid
-from ..api.kubeflow import FRAMEWORKS, MPI
-from ..api.registry import by_kind, lookup
+from phalanx.api.kubeflow import FRAMEWORKS, MPI
+from phalanx.api.registry import by_kind, lookup
+from phalanx.objects.errors import FieldError, Invalid
 
 Obj = dict[str, Any]
 

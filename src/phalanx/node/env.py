@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..api.quantity import parse_quantity
+from phalanx.objects.quantity import parse_quantity
 
 Obj = dict[str, Any]
 

@@ -20,11 +20,12 @@ from typing import Any, Iterable, Sequence
 
 import psutil
 
-from ..api.errors import BadRequest
-from . import instancefiles as files
-from .podrecords import PodRecord, PodRecords
-from .shim import start_ticks
-from .volumes import ROOT_DIR, ROOT_ENV
+from phalanx.node import instancefiles as files
+from phalanx.node.home import phalanx_home
+from phalanx.node.podrecords import PodRecord, PodRecords
+from phalanx.node.shim import start_ticks
+from phalanx.node.volumes import ROOT_DIR, ROOT_ENV
+from phalanx.objects.errors import BadRequest
 
 CONTEXT_FILE = "exec.json"
 EXEC_DIR = "exec.d"
@@ -239,7 +240,6 @@ def default_home(environ: dict[str, str] | None = None) -> Path:
         r = Path(root)
         if r.name == ROOT_DIR and r.parent.parent.name == "pods":
             return r.parent.parent.parent
-    from ..config import phalanx_home
     return phalanx_home()
 
 

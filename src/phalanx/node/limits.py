@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 
 import psutil
 
-from ..api.quantity import parse_quantity
+from phalanx.objects.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ import logging
 import shutil
 from typing import Any
 
-from ..api.errors import NotFound
-from ..api.registry import JOB_KINDS
-from ..client.interface import Client, Obj
-from ..controller.runtime import Informer, _Stopped
-from .podrecords import PodRecord, PodRecords
+from phalanx.api.registry import JOB_KINDS
+from phalanx.client.interface import Client, Obj
+from phalanx.node.podrecords import PodRecord, PodRecords
+from phalanx.objects.errors import NotFound
+from phalanx.runtime.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +67,11 @@ class LogJanitor:
             except Exception:
                 log.exception("log janitor: clean-up after %s %s failed", what, uid)
 
-    def stop(self) -> _Stopped:
+    async def stop(self) -> None:
         self._stopping = True
         for inf in self.informers.values():
-            inf.stop()
+            await inf.stop()
         self._queue.put_nowait(("stop", ""))
-        return _Stopped()
 
     def _handler(self, kind: str) -> Any:
         what = "pod" if kind == "Pod" else "job"

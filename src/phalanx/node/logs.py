@@ -18,9 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from ..api.errors import BadRequest, NotFound
-from .names import check_dns_label, check_dns_subdomain, check_uid
-from .podrecords import POD_META, PodRecord, PodRecords, mark_finished, pod_meta, write_json
+from phalanx.node.names import check_dns_label, check_dns_subdomain, check_uid
+from phalanx.node.podrecords import POD_META, PodRecord, PodRecords, mark_finished, pod_meta, write_json
+from phalanx.objects.errors import BadRequest, NotFound
 
 _NAME_MAX = 255
 WORK_DIR = "work"

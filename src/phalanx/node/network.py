@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from ..api.errors import FieldError, Invalid
-from .names import is_dns_label
+from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
+from phalanx.node.names import is_dns_label
+from phalanx.objects.errors import FieldError, Invalid
 
 log = logging.getLogger(__name__)
 

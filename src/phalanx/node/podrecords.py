@@ -18,8 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..api.registry import JOB_KINDS
-from .names import check_dns_label, check_dns_subdomain, check_uid
+from phalanx.api.registry import JOB_KINDS
+from phalanx.node.names import check_dns_label, check_dns_subdomain, check_uid
 
 log = logging.getLogger(__name__)
 

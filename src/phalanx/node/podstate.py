@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Union
 
-from ..api.constants import (
-    ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE, CONDITION_DISRUPTION_TARGET, NODE_SHUTDOWN_MESSAGE,
-    NODE_SHUTDOWN_REASON, REASON_TERMINATION_BY_KUBELET,
+from phalanx.api.constants import (
+    ANNOTATION_NO_RESTART,
+    ANNOTATION_NO_RESTART_ON_FAILURE,
+    CONDITION_DISRUPTION_TARGET,
+    NODE_SHUTDOWN_MESSAGE,
+    NODE_SHUTDOWN_REASON,
+    REASON_TERMINATION_BY_KUBELET,
 )
-from ..clock import format_time, parse_time
+from phalanx.objects.clock import format_time, parse_time
 
 Obj = dict[str, Any]
 

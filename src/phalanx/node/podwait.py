@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .execctx import default_home, pod_running
-from .names import check_dns_label, check_dns_subdomain
+from phalanx.node.execctx import default_home, pod_running
+from phalanx.node.names import check_dns_label, check_dns_subdomain
 
 POLL_INTERVAL = 0.1
 DEFAULT_TIMEOUT = 600.0

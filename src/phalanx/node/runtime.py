@@ -52,20 +52,26 @@ from typing import Any, Callable, Iterable, Mapping
 
 import psutil
 
-from ..clock import Clock
-from . import execctx
-from . import instancefiles as files
-from . import limits as limits_mod
-from .env import ContainerConfigError, NoCommandError, PodContext, container_argv, container_env
-from .limits import Cgroup, CgroupDriver, Limits, container_limits
-from .logs import container_log_path, mark_pod_finished, pod_dir, work_dir, write_pod_record
-from .names import check_dns_label
-from .podrecords import pod_meta
-from .pyenv import PythonEnvironment, environment_vars
-from .podstate import CONTAINER_CANNOT_RUN, CONTAINER_STATUS_UNKNOWN, OOM_KILLED, ContainerObservation, Termination
-from .shim import start_ticks
-from .shimclient import ShimdClient, ShimdDown, helper_env, read_fd
-from .volumes import ROOT_ENV, root_dir
+from phalanx.node import execctx
+from phalanx.node import instancefiles as files
+from phalanx.node import limits as limits_mod
+from phalanx.node.env import ContainerConfigError, NoCommandError, PodContext, container_argv, container_env
+from phalanx.node.limits import Cgroup, CgroupDriver, Limits, container_limits
+from phalanx.node.logs import container_log_path, mark_pod_finished, pod_dir, work_dir, write_pod_record
+from phalanx.node.names import check_dns_label
+from phalanx.node.podrecords import pod_meta
+from phalanx.node.podstate import (
+    CONTAINER_CANNOT_RUN,
+    CONTAINER_STATUS_UNKNOWN,
+    OOM_KILLED,
+    ContainerObservation,
+    Termination,
+)
+from phalanx.node.pyenv import PythonEnvironment, environment_vars
+from phalanx.node.shim import start_ticks
+from phalanx.node.shimclient import ShimdClient, ShimdDown, helper_env, read_fd
+from phalanx.node.volumes import ROOT_ENV, root_dir
+from phalanx.objects.clock import Clock
 
 log = logging.getLogger(__name__)
 

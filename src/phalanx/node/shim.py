@@ -52,7 +52,9 @@ import time
 
 # The C functions: ``signal``'s Python wrappers of these convert to enums, which
 # in a freshly forked shim costs ~60 copied pages (~0.2 ms).
-from _signal import SIG_DFL as _SIG_DFL, pthread_sigmask as _sigmask, signal as _setsig  # type: ignore[import-not-found]
+from _signal import SIG_DFL as _SIG_DFL  # type: ignore[import-not-found]
+from _signal import pthread_sigmask as _sigmask
+from _signal import signal as _setsig
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 DEFAULTED = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores these; a program expects the default

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import shimd
+from phalanx.node import shimd
 
 SHIMD = Path(shimd.__file__)
 REPLY_TIMEOUT = 5.0

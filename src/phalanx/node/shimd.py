@@ -34,8 +34,9 @@ import socket
 import sys
 import time
 import types
-
-from _signal import SIG_DFL as _SIG_DFL, SIG_IGN as _SIG_IGN, signal as _setsig  # type: ignore[import-not-found]  # no enum wrapping
+from _signal import SIG_DFL as _SIG_DFL  # type: ignore[import-not-found]  # no enum wrapping
+from _signal import SIG_IGN as _SIG_IGN
+from _signal import signal as _setsig
 
 PROTOCOL = 1
 SOCKET_NAME = "shimd.sock"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..api.errors import Conflict, NotFound
+from phalanx.objects.errors import Conflict, NotFound
 
 Obj = dict[str, Any]
 Outcome = Literal["unchanged", "written", "moved", "gone"]

@@ -26,12 +26,25 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, DEFAULT_QUEUE, SCHEDULER_NAME
-from phalanx.api.objects import serves
-
-from . import resources as R
-from .snapshot import (ALLOCATED_STATUS, PENDING, PIPELINED, RELEASING, JobInfo, NodeInfo, PodCache, QueueTotals,
-                       Snapshot, TaskInfo, _Builder, _node_resource_names, _pod_resource_names,
-                       _podgroup_resource_names, _queue_resource_names)
+from phalanx.objects.meta import serves
+from phalanx.scheduler import resources as R
+from phalanx.scheduler.snapshot import (
+    ALLOCATED_STATUS,
+    PENDING,
+    PIPELINED,
+    RELEASING,
+    JobInfo,
+    NodeInfo,
+    PodCache,
+    QueueTotals,
+    Snapshot,
+    TaskInfo,
+    _Builder,
+    _node_resource_names,
+    _pod_resource_names,
+    _podgroup_resource_names,
+    _queue_resource_names,
+)
 
 RecordKey = tuple[str, str, str]  # ("job", namespace, podgroup) or ("pod", namespace, pod)
 ObjKey = tuple[str | None, str]
@@ -324,7 +337,7 @@ class SnapshotCache:
         self._parse(key, builder, queues, dims, recorder, jobs)
         job = jobs.get((key[1], key[2])) if key[0] == "job" else None
         if job is not None:
-            from .session import is_settled  # late: session imports the plugins, which import snapshot
+            from phalanx.scheduler.session import is_settled  # late: session imports the plugins, which import snapshot
             if not is_settled(job):
                 self._records[key] = _Record(active=True)
                 return
@@ -343,7 +356,7 @@ class SnapshotCache:
 
     @staticmethod
     def _settled_record(job: JobInfo, dims: R.Dims) -> _Record:
-        from .plugins.proportion import inqueue_claim
+        from phalanx.scheduler.plugins.proportion import inqueue_claim
         request = dims.zero()
         for status, tasks in job.index.items():
             if status in ALLOCATED_STATUS or status == PENDING:

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
-from phalanx.clock import format_time
-
-from . import resources as R
-from .config import SchedulerConfig
-from .snapshot import JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo
+from phalanx.objects.clock import format_time
+from phalanx.scheduler import resources as R
+from phalanx.scheduler.config import SchedulerConfig
+from phalanx.scheduler.snapshot import JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo
 
 PERMIT = 1
 ABSTAIN = 0
@@ -111,7 +110,7 @@ class Session:
         self.allocate_handlers: list[Callable[[TaskInfo], None]] = []
         self.deallocate_handlers: list[Callable[[TaskInfo], None]] = []
 
-        from .node_index import NodeIndex  # late: the index calls back into the session
+        from phalanx.scheduler.node_index import NodeIndex  # late: the index calls back into the session
         self.index = NodeIndex(self)
 
     # ---------------------------------------------------------------- plugins

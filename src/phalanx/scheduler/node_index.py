@@ -30,12 +30,12 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING
 
-from . import resources as R
-from .fit_errors import FitErrors, insufficient
-from .snapshot import NodeInfo, TaskInfo, fullness
+from phalanx.scheduler import resources as R
+from phalanx.scheduler.fit_errors import FitErrors, insufficient
+from phalanx.scheduler.snapshot import NodeInfo, TaskInfo, fullness
 
 if TYPE_CHECKING:
-    from .framework import Session
+    from phalanx.scheduler.framework import Session
 
 EPS = R.EPS
 

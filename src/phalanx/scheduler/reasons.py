@@ -2,9 +2,14 @@
 FitError and TaskSchedulingReason), shared by the gang plugin and session close."""
 from __future__ import annotations
 
-from .fit_errors import (POD_GROUP_NOT_READY, POD_GROUP_READY, POD_REASON_SCHEDULABLE,
-                         POD_REASON_UNSCHEDULABLE, sorted_histogram)
-from .snapshot import ALLOCATED, PENDING, PIPELINED, JobInfo, TaskInfo
+from phalanx.scheduler.fit_errors import (
+    POD_GROUP_NOT_READY,
+    POD_GROUP_READY,
+    POD_REASON_SCHEDULABLE,
+    POD_REASON_UNSCHEDULABLE,
+    sorted_histogram,
+)
+from phalanx.scheduler.snapshot import ALLOCATED, PENDING, PIPELINED, JobInfo, TaskInfo
 
 
 def task_scheduling_reason(job: JobInfo, task: TaskInfo) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
-from phalanx.api.quantity import container_requests, format_quantity, parse_resource_list
+from phalanx.objects.quantity import container_requests, format_quantity, parse_resource_list
 
 # Volcano's minResource: two values closer than this are equal.
 EPS = 0.1

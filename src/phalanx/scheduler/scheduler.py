@@ -28,14 +28,15 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE, VOLCANO_VERSION
-from phalanx.api.errors import AlreadyExists, ApiError, Conflict, NotFound
-from phalanx.api.objects import serves
-from phalanx.clock import Clock
-
-from .cache import SnapshotCache
-from .config import SchedulerConfig
-from .session import SessionResult, check_config, run_session
-from .snapshot import Snapshot
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
+from phalanx.objects.meta import resource_version, serves
+from phalanx.runtime.events import EventRecorder
+from phalanx.runtime.informer import Informer
+from phalanx.scheduler.cache import SnapshotCache
+from phalanx.scheduler.config import SchedulerConfig
+from phalanx.scheduler.session import SessionResult, check_config, run_session
+from phalanx.scheduler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +56,6 @@ def _monotonic() -> float:
     except RuntimeError:
         return time.monotonic()
 
-
-def _rv(obj: Obj | None) -> int:
-    try:
-        return int((obj or {}).get("metadata", {}).get("resourceVersion") or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def _meta(obj: Obj) -> dict:
@@ -111,13 +106,6 @@ def _node_signature(node: Obj | None) -> tuple:
     spec = node.get("spec") or {}
     return (repr(st.get("allocatable")), repr(st.get("capacity")), tuple(ready), spec.get("unschedulable"),
             repr(spec.get("taints")), repr(_meta(node).get("labels")))
-
-
-class _Done:
-    """Lets callers write ``sched.stop()`` or ``await sched.stop()``."""
-
-    def __await__(self):  # type: ignore[no-untyped-def]
-        return iter(())
 
 
 class Scheduler:
@@ -171,19 +159,16 @@ class Scheduler:
                 except Exception:
                     log.exception("scheduler: session failed")
         finally:
-            self._stop_informers()
+            await self._stop_informers()
 
-    def stop(self) -> "_Done":
-        """Ask ``run`` to return after the current session (``await`` optional)."""
+    async def stop(self) -> None:
+        """Ask ``run`` to return after the current session."""
         self._stopping = True
         self._wake.set()
-        return _Done()
 
     async def _start_informers(self) -> None:
         factory = self._informer_factory
         if factory is None:
-            from phalanx.controller.runtime import Informer
-
             def factory(client: Any, kind: str) -> Any:
                 return Informer(client, kind, transform=trim_pod if kind == "Pod" else None)
         for kind in ("Node", "Queue", "PodGroup", "Pod"):
@@ -202,10 +187,10 @@ class Scheduler:
                 self._refeed(kind, meta.get("namespace") if kind in ("Pod", "PodGroup") else None,
                              meta.get("name") or "")
 
-    def _stop_informers(self) -> None:
+    async def _stop_informers(self) -> None:
         for inf in self._informers.values():
             try:
-                inf.stop()
+                await inf.stop()
             except Exception:  # pragma: no cover - defensive
                 log.exception("scheduler: stopping an informer failed")
 
@@ -313,7 +298,7 @@ class Scheduler:
         mine = self._written.get(key)
         if mine is None:
             return obj
-        if _meta(mine).get("uid") == meta.get("uid") and _rv(mine) > _rv(obj):
+        if _meta(mine).get("uid") == meta.get("uid") and resource_version(mine) > resource_version(obj):
             return mine
         del self._written[key]
         return obj
@@ -474,6 +459,5 @@ class Scheduler:
 
     def _get_recorder(self) -> Any:
         if self._recorder is None:
-            from phalanx.controller.events import EventRecorder
             self._recorder = EventRecorder(self.client, self.name, self.clock)
         return self._recorder

@@ -14,17 +14,31 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from phalanx.clock import parse_time
-
-from . import resources as R
-from .actions import ACTIONS
-from .config import SchedulerConfig
-from .fit_errors import ALL_NODES_UNAVAILABLE
-from .framework import Event, Session, pod_group_ref, pod_ref
-from .plugins import PLUGINS
-from .reasons import task_scheduling_reason
-from .snapshot import (ALLOCATED, BINDING, COMPLETED_STATUS, PENDING, PG_COMPLETED, PG_INQUEUE, PG_PENDING,
-                       PG_RUNNING, PG_UNKNOWN, PIPELINED, RELEASING, RUNNING, SCHEDULED_STATUS, JobInfo, Snapshot)
+from phalanx.objects.clock import parse_time
+from phalanx.scheduler import resources as R
+from phalanx.scheduler.actions import ACTIONS
+from phalanx.scheduler.config import SchedulerConfig
+from phalanx.scheduler.fit_errors import ALL_NODES_UNAVAILABLE
+from phalanx.scheduler.framework import Event, Session, pod_group_ref, pod_ref
+from phalanx.scheduler.plugins import PLUGINS
+from phalanx.scheduler.reasons import task_scheduling_reason
+from phalanx.scheduler.snapshot import (
+    ALLOCATED,
+    BINDING,
+    COMPLETED_STATUS,
+    PENDING,
+    PG_COMPLETED,
+    PG_INQUEUE,
+    PG_PENDING,
+    PG_RUNNING,
+    PG_UNKNOWN,
+    PIPELINED,
+    RELEASING,
+    RUNNING,
+    SCHEDULED_STATUS,
+    JobInfo,
+    Snapshot,
+)
 
 # Reasons with which an enqueue refusal is written (plugins set job.admission).
 ADMITTED = "Admitted"
@@ -219,7 +233,7 @@ def is_settled(job: JobInfo) -> bool:
     would write. Such a job
     only counts in sums (``Snapshot.settled``), so a session costs what its
     waiting jobs cost, not what the whole cluster holds (SnapshotCache)."""
-    from .plugins.gang import SCHEDULED, SCHEDULED_REASON, UNSCHEDULABLE
+    from phalanx.scheduler.plugins.gang import SCHEDULED, SCHEDULED_REASON, UNSCHEDULABLE
 
     if job.admission is not None:
         return False

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_TASK_SPEC, DEFAULT_QUEUE, SCHEDULER_NAME
-from phalanx.api.objects import serves
-from phalanx.api.quantity import parse_quantity
-from phalanx.clock import parse_time
-
-from . import resources as R
+from phalanx.objects.clock import parse_time
+from phalanx.objects.meta import serves
+from phalanx.objects.quantity import parse_quantity
+from phalanx.scheduler import resources as R
 
 if TYPE_CHECKING:
-    from .fit_errors import FitErrors
+    from phalanx.scheduler.fit_errors import FitErrors
 
 # Task statuses (Volcano api/types.go), spelled as Volcano prints them.
 PENDING = "Pending"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .snapshot import ALLOCATED, BINDING, PENDING, PIPELINED, NodeInfo, TaskInfo
+from phalanx.scheduler.snapshot import ALLOCATED, BINDING, PENDING, PIPELINED, NodeInfo, TaskInfo
 
 if TYPE_CHECKING:
-    from .framework import Session
+    from phalanx.scheduler.framework import Session
 
 
 def _place(ssn: "Session", task: TaskInfo, node: NodeInfo, status: str) -> None:

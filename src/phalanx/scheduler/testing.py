@@ -134,7 +134,7 @@ class World:
         self.pods = _copy.deepcopy(pods)
 
     def snapshot(self, **kw: Any) -> Any:
-        from .snapshot import Snapshot
+        from phalanx.scheduler.snapshot import Snapshot
         return Snapshot.build(self.nodes, self.queues, self.podgroups, self.pods, **kw)
 
     def pod(self, name: str, namespace: str = "default") -> dict:

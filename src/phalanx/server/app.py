@@ -60,22 +60,28 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from phalanx.api.admission import StrictDecodingError, admit
-from phalanx.api.errors import (
-    AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Gone, Invalid, NotFound,
-)
 from phalanx.api.manifest import ManifestError, load_document
 from phalanx.api.meta import json_type_name
 from phalanx.api.registry import JOB_KINDS, ResourceType
-from phalanx.clock import Clock
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    FieldError,
+    Gone,
+    Invalid,
+    NotFound,
+)
+from phalanx.server import discovery, fieldvalidation, openapi_v2, paging, protobuf, remotecommand, streams, tables
+from phalanx.server.auth import bearer_auth
+from phalanx.server.deleteoptions import effective_policy, parse_delete_options
+from phalanx.server.openapi import openapi_v3_reply
+from phalanx.server.status import error_response, failure, json_response, success
+from phalanx.server.strategic import apply_strategic_merge
 from phalanx.store.patch import JsonPatchError, json_patch, merge_patch
 from phalanx.store.store import PatchRejected
-
-from . import discovery, fieldvalidation, openapi_v2, paging, protobuf, remotecommand, streams, tables
-from .auth import bearer_auth
-from .deleteoptions import effective_policy, parse_delete_options
-from .openapi import openapi_v3_reply
-from .status import error_response, failure, json_response, success
-from .strategic import apply_strategic_merge
 
 log = logging.getLogger(__name__)
 
@@ -777,8 +783,8 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     _check_names(route)
     handler = _handler_for(route, method)
     if handler is None:
-        return failure(405, "MethodNotAllowed", f"the server does not allow this method on the requested "
-                                                 f"resource")
+        return failure(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                                                 "resource")
     return await handler(request, route)
 
 

@@ -10,7 +10,7 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from .status import failure
+from phalanx.server.status import failure
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -20,8 +20,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from phalanx.api.errors import BadRequest
 from phalanx.api.registry import JOB_KINDS
+from phalanx.objects.errors import BadRequest
 
 POLICIES = ("Background", "Foreground", "Orphan")
 

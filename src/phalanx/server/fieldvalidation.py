@@ -16,7 +16,7 @@ import re
 from typing import Any, Callable
 
 from phalanx.api.admission import StrictDecodingError
-from phalanx.api.errors import ApiError, BadRequest, FieldError, Invalid
+from phalanx.objects.errors import ApiError, BadRequest, FieldError, Invalid
 
 MODES = ("Ignore", "Strict", "Warn")
 MAX_ROUNDS = 8  # admission reports at most 100 unknown fields per round

@@ -23,8 +23,7 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from phalanx.api import core, kubeflow, meta, volcano
 from phalanx.api.registry import JOB_KINDS, RESOURCES, ResourceType
-
-from .openapi_docs import API_VERSION, DESCRIPTIONS, KIND, LIST_METADATA, METADATA
+from phalanx.server.openapi_docs import API_VERSION, DESCRIPTIONS, KIND, LIST_METADATA, METADATA
 
 Schema = dict[str, Any]
 
@@ -302,7 +301,7 @@ def _s(description: str, typ: str = "string", **extra: Any) -> Schema:
 
 def _meta_components() -> dict[str, Schema]:
     """The apimachinery types every document references besides ObjectMeta."""
-    ref = lambda name: {"$ref": _SCHEMAS + META + "." + name}  # noqa: E731
+    ref = lambda name: {"$ref": _SCHEMAS + META + "." + name}
     return {
         META + ".ListMeta": _obj("ListMeta describes metadata that synthetic resources must have, including lists.", {
             "continue": _s("An opaque token to fetch the next page of a list requested with a limit."),

@@ -15,9 +15,9 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from . import protobuf
-from .discovery import version_info
-from .openapi import group_version_keys, openapi_document
+from phalanx.server import protobuf
+from phalanx.server.discovery import version_info
+from phalanx.server.openapi import group_version_keys, openapi_document
 
 PROTOBUF_MEDIA = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 PROTOBUF_CONTENT_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"

@@ -14,7 +14,7 @@ import binascii
 import json
 from typing import Any
 
-from phalanx.api.errors import BadRequest
+from phalanx.objects.errors import BadRequest
 
 Obj = dict[str, Any]
 

@@ -23,9 +23,8 @@ from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_fa
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
-from phalanx.api.errors import BadRequest
-
-from .k8s_descriptors import FILE_DESCRIPTOR_SET
+from phalanx.objects.errors import BadRequest
+from phalanx.server.k8s_descriptors import FILE_DESCRIPTOR_SET
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"

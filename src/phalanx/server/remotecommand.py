@@ -24,11 +24,10 @@ from typing import Any, Protocol, Sequence
 from aiohttp import WSMsgType, web
 
 from phalanx.api.constants import ANNOTATION_HOST_PORTS
-from phalanx.api.errors import BadRequest
-from phalanx.api.objects import match_labels
-
-from . import execprocess
-from .status import dumps, failure
+from phalanx.objects.errors import BadRequest
+from phalanx.objects.meta import match_labels
+from phalanx.server import execprocess
+from phalanx.server.status import dumps, failure
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
-from phalanx.api.errors import ApiError, FieldError, Invalid
 from phalanx.api.registry import ResourceType
+from phalanx.objects.errors import ApiError, FieldError, Invalid
 
 _CAUSE_REASONS = {
     "Required": "FieldValueRequired",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from phalanx.api.errors import BadRequest
+from phalanx.objects.errors import BadRequest
 
 # list field -> merge key (k8s.io/api patchMergeKey tags of the kinds we serve)
 MERGE_KEYS: dict[str, str] = {

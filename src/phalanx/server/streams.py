@@ -21,15 +21,18 @@ from typing import Any, AsyncIterator, Callable
 
 from aiohttp import web
 
-from phalanx.api.errors import ApiError, BadRequest, NotFound
 from phalanx.api.registry import ResourceType
-from phalanx.clock import parse_time
-from phalanx.client.selectors import (
-    FieldSelector, LabelSelector, match_field_selector, parse_field_selector, parse_label_selector,
+from phalanx.objects.clock import parse_time
+from phalanx.objects.errors import ApiError, BadRequest, NotFound
+from phalanx.objects.selectors import (
+    FieldSelector,
+    LabelSelector,
+    match_field_selector,
+    parse_field_selector,
+    parse_label_selector,
 )
-
-from . import tables
-from .status import dumps, error_status
+from phalanx.server import tables
+from phalanx.server.status import dumps, error_status
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from phalanx.cli.printers import age, go_value, row
-from phalanx.clock import parse_time
+from phalanx.api.columns import age, go_value, row
+from phalanx.objects.clock import parse_time
 
 Obj = dict[str, Any]
 

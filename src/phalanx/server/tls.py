@@ -103,7 +103,7 @@ def _load(cert_path: Path, key_path: Path) -> tuple[x509.Certificate, Any] | Non
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
     except (OSError, ValueError, TypeError):
         return None
-    pub = lambda k: k.public_bytes(serialization.Encoding.DER,  # noqa: E731
+    pub = lambda k: k.public_bytes(serialization.Encoding.DER,
                                    serialization.PublicFormat.SubjectPublicKeyInfo)
     if pub(cert.public_key()) != pub(key.public_key()):
         return None

@@ -21,17 +21,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
-from ..api.errors import NotFound
-from ..client.interface import Client
-from ..clock import Clock
-from ..controller.events import EventRecorder
-from ..controller.runtime import Controller, Informer, Result
-from ..node import podstate
-from ..node.statuswrite import write_pod_status
-from ..node.podstate import BackoffConfig, ContainerObservation, DeletePod, KillPod, StartContainer, Termination
-from .behaviour import Behaviour, BehaviourError, behaviour_of, run_of
-from .loop import VirtualClock
-from .script import Outcome, WaitFor
+from phalanx.client.interface import Client
+from phalanx.node import podstate
+from phalanx.node.podstate import BackoffConfig, ContainerObservation, DeletePod, KillPod, StartContainer, Termination
+from phalanx.node.statuswrite import write_pod_status
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import NotFound
+from phalanx.objects.meta import resource_version
+from phalanx.runtime.controller import Controller, Result
+from phalanx.runtime.events import EventRecorder
+from phalanx.runtime.informer import Informer
+from phalanx.sim.behaviour import Behaviour, BehaviourError, behaviour_of, run_of
+from phalanx.sim.loop import VirtualClock
+from phalanx.sim.script import Outcome, WaitFor
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +109,7 @@ class _SimPod:
     def update(self, pod: Obj) -> None:
         if (pod.get("metadata") or {}).get("uid") != self.uid:
             return
-        if _rv(pod) >= _rv(self.pod) or self.removed:
+        if resource_version(pod) >= resource_version(self.pod) or self.removed:
             self.pod = pod
 
     def observe(self) -> dict[str, ContainerObservation]:
@@ -123,12 +125,6 @@ class _SimPod:
     def any_running(self) -> bool:
         return any(r.current.running or r.current.starting for r in self.containers.values())
 
-
-def _rv(obj: Obj) -> int:
-    try:
-        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def pod_ready(pod: Obj) -> bool:
@@ -170,11 +166,11 @@ class SimAgent:
         await self.pods.wait_synced()
         await self.controller.run()
 
-    def stop(self) -> Any:
-        self.pods.stop()
+    async def stop(self) -> None:
+        await self.pods.stop()
         for p in self._pods.values():
             self._cancel_timers(p)
-        return self.controller.stop()
+        await self.controller.stop()
 
     # ------------------------------------------------------------------ watch
 

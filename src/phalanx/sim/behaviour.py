@@ -23,9 +23,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..api.constants import LABEL_REPLICA_INDEX
-from .script import Outcome, WaitFor, evaluate, wait_for
-from .units import DurationError, parse_duration
+from phalanx.api.constants import LABEL_REPLICA_INDEX
+from phalanx.sim.script import Outcome, WaitFor, evaluate, wait_for
+from phalanx.sim.units import DurationError, parse_duration
 
 PREFIX = "sim.phalanx.dev/"
 DURATION = PREFIX + "duration"

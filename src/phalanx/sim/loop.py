@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-from ..clock import Clock
+from phalanx.objects.clock import Clock
 
 T = TypeVar("T")
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..api.constants import DEFAULT_QUEUE
-from ..api.quantity import pod_requests
-from ..api.registry import JOB_KINDS
-from ..client.interface import Client
-from ..controller.runtime import Informer
-from .workload import replica_specs
+from phalanx.api.constants import DEFAULT_QUEUE
+from phalanx.api.registry import JOB_KINDS
+from phalanx.client.interface import Client
+from phalanx.objects.quantity import pod_requests
+from phalanx.runtime.informer import Informer
+from phalanx.sim.workload import replica_specs
 
 Obj = dict[str, Any]
 RESOURCES = ("cpu", "memory", "gpu")
@@ -175,9 +175,9 @@ class Metrics:
             await inf.wait_synced()
         self._sample()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         for inf in (*self.informers, self.pod_informer, self.pg_informer):
-            inf.stop()
+            await inf.stop()
 
     def submitted(self, job: Obj, at: float) -> JobRecord:
         """The runner created ``job`` at ``at``."""

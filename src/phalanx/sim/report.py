@@ -20,9 +20,9 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from .metrics import RESOURCES, JobRecord, Timeline
-from .runner import SimResult
-from .units import format_duration
+from phalanx.sim.metrics import RESOURCES, JobRecord, Timeline
+from phalanx.sim.runner import SimResult
+from phalanx.sim.units import format_duration
 
 STATES = ("Succeeded", "Failed", "Unfinished", "Rejected")
 JOB_COLUMNS = ("namespace", "name", "kind", "queue", "replicas", "cpu", "memory", "gpu", "submitted", "running",

@@ -26,23 +26,23 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..api.admission import admit
-from ..api.errors import AlreadyExists, ApiError
-from ..api.registry import JOB_KINDS
-from ..client.interface import Obj
-from ..client.local import LocalClient
-from ..clock import parse_time
-from ..gctune import tune_gc
-from ..controller.gc import GarbageCollector
-from ..controller.job.controller import JobController
-from ..controller.job.plan import ReconcileOptions
-from ..node.agent import ensure_node
-from ..scheduler.scheduler import Scheduler
-from ..store.store import Store
-from .agent import SimAgent, SimAgentConfig, SimNode
-from .loop import VirtualClock, VirtualEventLoop
-from .metrics import JobRecord, Metrics, Timeline
-from .workload import LoadedWorkload
+from phalanx.api.admission import admit
+from phalanx.api.registry import JOB_KINDS
+from phalanx.client.interface import Obj
+from phalanx.client.local import LocalClient
+from phalanx.controller.gc import GarbageCollector
+from phalanx.controller.job.controller import JobController
+from phalanx.controller.job.plan import ReconcileOptions
+from phalanx.gctune import tune_gc
+from phalanx.node.agent import ensure_node
+from phalanx.objects.clock import parse_time
+from phalanx.objects.errors import AlreadyExists, ApiError
+from phalanx.scheduler.scheduler import Scheduler
+from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
+from phalanx.sim.loop import VirtualClock, VirtualEventLoop
+from phalanx.sim.metrics import JobRecord, Metrics, Timeline
+from phalanx.sim.workload import LoadedWorkload
+from phalanx.store.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -230,11 +230,9 @@ class Simulation:
         for c in (self.agent, self.jobs, self.scheduler, self.gc):
             if c is None:
                 continue
-            r = c.stop()
-            if asyncio.iscoroutine(r) or hasattr(r, "__await__"):
-                await r
+            await c.stop()
         if self.metrics is not None:
-            self.metrics.stop()
+            await self.metrics.stop()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -336,7 +334,7 @@ class Simulation:
 
 
 def _capacity(node_specs: list[tuple[str, dict[str, str]]]) -> tuple[float, float, float]:
-    from ..api.quantity import parse_quantity
+    from phalanx.objects.quantity import parse_quantity
     cpu = mem = gpu = 0.0
     for _, cap in node_specs:
         cpu += parse_quantity(cap["cpu"])

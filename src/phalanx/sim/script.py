@@ -19,7 +19,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Mapping
 
-from .units import DurationError, parse_duration
+from phalanx.sim.units import DurationError, parse_duration
 
 
 @dataclass(frozen=True)

@@ -51,10 +51,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from ..api.quantity import parse_quantity
-from ..api.registry import JOB_KINDS
-from .behaviour import DURATION, EXIT_CODE, FAIL_AFTER, FAILURES, REPLICA, STARTUP
-from .units import DurationError, parse_duration
+from phalanx.api.registry import JOB_KINDS
+from phalanx.objects.quantity import parse_quantity
+from phalanx.sim.behaviour import DURATION, EXIT_CODE, FAIL_AFTER, FAILURES, REPLICA, STARTUP
+from phalanx.sim.units import DurationError, parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _BEHAVIOUR_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\[(\d+)\])?$")

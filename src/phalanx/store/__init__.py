@@ -1,5 +1,5 @@
 """Versioned, watchable object store with SQLite persistence (DESIGN.md "store/")."""
-from .store import PatchRejected, PreconditionConflict, Store, resource_name
-from .watch import Watcher
+from phalanx.store.store import PatchRejected, PreconditionConflict, Store, resource_name
+from phalanx.store.watch import Watcher
 
 __all__ = ["Store", "Watcher", "PatchRejected", "PreconditionConflict", "resource_name"]

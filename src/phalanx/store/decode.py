@@ -22,10 +22,10 @@ import os
 import weakref
 from typing import Any
 
-from ..api.manifest import SharedDict
-from . import codec
-from .codec import _dumps
-from .patch import json_equal
+from phalanx.api.manifest import SharedDict
+from phalanx.store import codec
+from phalanx.store.codec import _dumps
+from phalanx.store.patch import json_equal
 
 _checking = os.environ.get("PHALANX_CHECK_SHARED", "") not in ("", "0")
 _checked: list[tuple[str, Any]] = []

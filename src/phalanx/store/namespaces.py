@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api.errors import Forbidden, NotFound
-from ..api.registry import by_kind
-from .store import Store, resource_name
+from phalanx.api.registry import by_kind
+from phalanx.objects.errors import Forbidden, NotFound
+from phalanx.store.store import Store, resource_name
 
 # Created at start when missing, as the apiserver's bootstrap does.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public")

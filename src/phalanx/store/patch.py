@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..api.errors import BadRequest
+from phalanx.objects.errors import BadRequest
 
 __all__ = ["merge_patch", "json_patch", "JsonPatchError", "json_equal"]
 

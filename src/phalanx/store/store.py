@@ -26,16 +26,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from ..api.errors import AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Invalid, NotFound
-from ..api.manifest import MAX_DEPTH, ShapeError, normalize_json
-from ..api.registry import ResourceType, all_kinds, by_kind
-from ..client.selectors import field_values, parse_field_selector, parse_label_selector, supported_fields
-from ..clock import Clock, format_time, parse_time
-from . import codec
-from .decode import SharedEvent
-from .patch import JsonPatchError, json_equal, json_patch, merge_patch
-from .sqlite import DEFAULT_SYNCHRONOUS, SqliteBackend
-from .watch import History, HistoryEvent, Watcher
+from phalanx.api.manifest import MAX_DEPTH, ShapeError, normalize_json
+from phalanx.api.registry import ResourceType, all_kinds, by_kind
+from phalanx.objects.clock import Clock, format_time, parse_time
+from phalanx.objects.errors import AlreadyExists, ApiError, BadRequest, Conflict, FieldError, Invalid, NotFound
+from phalanx.objects.selectors import field_values, parse_field_selector, parse_label_selector, supported_fields
+from phalanx.store import codec
+from phalanx.store.decode import SharedEvent
+from phalanx.store.patch import JsonPatchError, json_equal, json_patch, merge_patch
+from phalanx.store.sqlite import DEFAULT_SYNCHRONOUS, SqliteBackend
+from phalanx.store.watch import History, HistoryEvent, Watcher
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ import asyncio
 from collections import deque
 from typing import Callable, Iterable, NamedTuple
 
-from ..api.errors import ApiError, Gone
-from ..client.interface import WatchEvent
-from . import codec
-from .decode import SharedEvent, decode_shared
+from phalanx.objects.errors import ApiError, Gone
+from phalanx.objects.watch import WatchEvent
+from phalanx.store import codec
+from phalanx.store.decode import SharedEvent, decode_shared
 
 
 class HistoryEvent(NamedTuple):

@@ -5,13 +5,13 @@ in ``FRAMEWORKS``; the job reconciler does not change.
 """
 from __future__ import annotations
 
-from .base import Addressing, Framework, ReplicaState
-from .jax import JAXFramework
-from .mpi import MPIFramework
-from .paddle import PaddleFramework
-from .pytorch import PyTorchFramework
-from .tensorflow import TensorFlowFramework
-from .xgboost import XGBoostFramework
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState
+from phalanx.controller.frameworks.jax import JAXFramework
+from phalanx.controller.frameworks.mpi import MPIFramework
+from phalanx.controller.frameworks.paddle import PaddleFramework
+from phalanx.controller.frameworks.pytorch import PyTorchFramework
+from phalanx.controller.frameworks.tensorflow import TensorFlowFramework
+from phalanx.controller.frameworks.xgboost import XGBoostFramework
 
 FRAMEWORKS: dict[str, Framework] = {
     "PyTorchJob": PyTorchFramework(),

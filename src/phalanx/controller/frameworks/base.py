@@ -11,9 +11,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Mapping
 
-from ...api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from ..job.conditions import StatusWriter
-from ..job.fields import as_dict, as_int, as_list, as_str, name, namespace, spec
+from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
+from phalanx.controller.job.conditions import StatusWriter
+from phalanx.controller.job.fields import as_dict, as_int, as_list, as_str, name, namespace, spec
 
 # Replica-level restart policies; ExitCode is the operator's, pods get Never.
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")

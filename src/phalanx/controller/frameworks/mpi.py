@@ -34,10 +34,21 @@ from __future__ import annotations
 
 import shlex
 
-from ...api.constants import LABEL_REPLICA_TYPE
-from ..job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from ..job.fields import as_dict, as_int, as_list, as_str, labels, name, namespace, pod_phase, spec, status
-from .base import Addressing, Framework, ReplicaState, general_name, replicas_of
+from phalanx.api.constants import LABEL_REPLICA_TYPE
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, general_name, replicas_of
+from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.job.fields import (
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    labels,
+    name,
+    namespace,
+    pod_phase,
+    spec,
+    status,
+)
 
 LAUNCHER = "Launcher"
 WORKER = "Worker"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 
-from ..job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from ..job.fields import as_dict, as_int, as_list, name, namespace, spec
-from .base import Addressing, Framework, ReplicaState, replicas_of
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
+from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.job.fields import as_dict, as_int, as_list, name, namespace, spec
 
 CHIEF, EVALUATOR, MASTER, PS, WORKER = "Chief", "Evaluator", "Master", "PS", "Worker"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .plan import Plan, ReconcileOptions
+from phalanx.controller.job.plan import Plan, ReconcileOptions
 
 __all__ = ["Plan", "ReconcileOptions", "reconcile"]
 
@@ -15,7 +15,7 @@ __all__ = ["Plan", "ReconcileOptions", "reconcile"]
 def __getattr__(attr: str) -> Any:
     # Lazy: the framework plugins import job.conditions, and core imports them.
     if attr == "reconcile":
-        from .core import reconcile
+        from phalanx.controller.job.core import reconcile
 
         return reconcile
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")

@@ -16,9 +16,9 @@ from __future__ import annotations
 import copy
 from datetime import datetime
 
-from ...clock import format_time
-from .fields import as_dict, as_list
-from .plan import Event
+from phalanx.controller.job.fields import as_dict, as_list
+from phalanx.controller.job.plan import Event
+from phalanx.objects.clock import format_time
 
 CREATED = "Created"
 RUNNING = "Running"

@@ -24,21 +24,21 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import logging
 from typing import Any, Coroutine, Iterable, NamedTuple
 
-from ...api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
-from ...api.errors import AlreadyExists, ApiError, Conflict, NotFound
-from ...api.registry import JOB_KINDS
-from ...clock import Clock
-from ..events import EventRecorder
-from ..frameworks import Framework, get_framework
-from ..runtime import Controller, Informer, Result
-from .core import reconcile
-from .fields import as_dict, as_int, as_list, is_deleting, meta, name, namespace, uid
-from . import podgroup as pg
-from .plan import Event, Plan, ReconcileOptions
+from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
+from phalanx.api.registry import JOB_KINDS
+from phalanx.controller.frameworks import Framework, get_framework
+from phalanx.controller.job import podgroup as pg
+from phalanx.controller.job.core import reconcile
+from phalanx.controller.job.fields import as_dict, as_int, as_list, is_deleting, meta, name, namespace, uid
+from phalanx.controller.job.plan import Event, Plan, ReconcileOptions
+from phalanx.objects.clock import Clock
+from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
+from phalanx.runtime.controller import Controller, Result
+from phalanx.runtime.events import EventRecorder
+from phalanx.runtime.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -121,12 +121,7 @@ class JobController:
 
     async def stop(self) -> None:
         for target in (self.controller, *self._informers()):
-            stop = getattr(target, "stop", None)
-            if stop is None:
-                continue
-            res = stop()
-            if inspect.isawaitable(res):
-                await res
+            await target.stop()
 
     def _job_handler(self, kind: str):
         def handler(event_type: str, obj: dict, old: dict | None = None) -> None:
@@ -420,7 +415,7 @@ async def _in_order(calls: list[Coroutine[Any, Any, Any]], eager: bool = True) -
             continue
         try:
             started.append(_eager(coro))
-        except BaseException as e:  # noqa: BLE001 - re-raised below
+        except BaseException as e:
             error = e
     if error is not None and not isinstance(error, Exception):
         raise error  # a crash, a cancellation: at once
@@ -428,7 +423,7 @@ async def _in_order(calls: list[Coroutine[Any, Any, Any]], eager: bool = True) -
     for fut in started:
         try:
             results.append(await fut)
-        except Exception as e:  # noqa: PERF203 - the others still run to their end
+        except Exception as e:
             results.append(e)
     if error is not None:
         raise error

@@ -24,21 +24,45 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
-from ...clock import format_time, parse_time
-from ..frameworks.base import Addressing, Framework, ReplicaState, replicas_of
-from . import podgroup as pg
-from .conditions import (
-    CREATED, FAILED, RESTARTING, RUNNING, SUSPENDED, StatusWriter, is_failed, is_finished, is_succeeded,
+from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
+from phalanx.api.pod import stopped_by_shutdown
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
+from phalanx.controller.job import podgroup as pg
+from phalanx.controller.job.conditions import (
+    CREATED,
+    FAILED,
+    RESTARTING,
+    RUNNING,
+    SUSPENDED,
+    StatusWriter,
+    is_failed,
+    is_finished,
+    is_succeeded,
 )
-from ...api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
-from ...api.objects import stopped_by_shutdown
-from .fields import (
-    annotations, as_dict, as_int, as_str, container_statuses, is_deleting, name, namespace, owner_reference, pod_phase,
-    run_policy, status,
+from phalanx.controller.job.fields import (
+    annotations,
+    as_dict,
+    as_int,
+    as_str,
+    container_statuses,
+    is_deleting,
+    name,
+    namespace,
+    owner_reference,
+    pod_phase,
+    run_policy,
+    status,
 )
-from .plan import Plan, ReconcileOptions
-from .pods import build_pod, build_service, replica_selector, slots
-from .restarts import RestartBook, exit_code, is_retryable_exit_code, restarts_in_place, would_restart
+from phalanx.controller.job.plan import Plan, ReconcileOptions
+from phalanx.controller.job.pods import build_pod, build_service, replica_selector, slots
+from phalanx.controller.job.restarts import (
+    RestartBook,
+    exit_code,
+    is_retryable_exit_code,
+    restarts_in_place,
+    would_restart,
+)
+from phalanx.objects.clock import format_time, parse_time
 
 MANAGED_BY_US = "kubeflow.org/training-operator"
 

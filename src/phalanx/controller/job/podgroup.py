@@ -7,10 +7,20 @@ from __future__ import annotations
 
 import copy
 
-from ...api.constants import ANNOTATION_LAST_APPLIED, DEFAULT_QUEUE, VOLCANO_VERSION
-from ..frameworks.base import Framework, replicas_of
-from .fields import annotations, as_dict, as_int, as_list, as_str, name, namespace, owner_reference, scheduling_policy
-from .quantity import add_resources, format_resources, same_resources
+from phalanx.api.constants import ANNOTATION_LAST_APPLIED, DEFAULT_QUEUE, VOLCANO_VERSION
+from phalanx.controller.frameworks.base import Framework, replicas_of
+from phalanx.controller.job.fields import (
+    annotations,
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    name,
+    namespace,
+    owner_reference,
+    scheduling_policy,
+)
+from phalanx.controller.job.quantity import add_resources, format_resources, same_resources
 
 # PodGroup phases in which Volcano has not admitted the gang yet (DelayPodCreationDueToPodGroup).
 NOT_ADMITTED = ("", "Pending")

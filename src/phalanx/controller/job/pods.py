@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import copy
 
-from ...api.constants import (
-    ANNOTATION_GROUP_NAME, ANNOTATION_TASK_SPEC, LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME,
-    LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE,
+from phalanx.api.constants import (
+    ANNOTATION_GROUP_NAME,
+    ANNOTATION_TASK_SPEC,
+    LABEL_JOB_NAME,
+    LABEL_JOB_ROLE,
+    LABEL_OPERATOR_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
 )
-from ..frameworks.base import Addressing, Framework, general_name
-from .fields import as_dict, as_int, as_list, as_str, labels, name, namespace, owner_reference
-from .plan import Event, ReconcileOptions
+from phalanx.controller.frameworks.base import Addressing, Framework, general_name
+from phalanx.controller.job.fields import as_dict, as_int, as_list, as_str, labels, name, namespace, owner_reference
+from phalanx.controller.job.plan import Event, ReconcileOptions
 
 
 def job_labels(fw: Framework, job: dict) -> dict[str, str]:

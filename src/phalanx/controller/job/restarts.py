@@ -25,9 +25,19 @@ from __future__ import annotations
 import copy
 from typing import Callable
 
-from ...api.constants import ANNOTATION_NO_RESTART
-from .fields import (
-    as_dict, as_int, as_list, as_str, container_statuses, is_deleting, meta, name, pod_phase, spec, uid,
+from phalanx.api.constants import ANNOTATION_NO_RESTART
+from phalanx.controller.job.fields import (
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    container_statuses,
+    is_deleting,
+    meta,
+    name,
+    pod_phase,
+    spec,
+    uid,
 )
 
 

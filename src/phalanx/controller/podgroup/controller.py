@@ -10,15 +10,15 @@ one dictionary look-up per watch event.
 """
 from __future__ import annotations
 
-import inspect
 import logging
-from typing import Any, Iterable
+from typing import Iterable
 
-from ...api.constants import ANNOTATION_GROUP_NAME
-from ...api.errors import AlreadyExists, Conflict, NotFound
-from ...client.interface import Client, Obj
-from ..runtime import Controller, Informer, Result
-from .core import decide, needs_group
+from phalanx.api.constants import ANNOTATION_GROUP_NAME
+from phalanx.client.interface import Client, Obj
+from phalanx.controller.podgroup.core import decide, needs_group
+from phalanx.objects.errors import AlreadyExists, Conflict, NotFound
+from phalanx.runtime.controller import Controller, Result
+from phalanx.runtime.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +51,7 @@ class PodGroupController:
 
     async def stop(self) -> None:
         for target in (self.controller, self.pods):
-            res = target.stop()
-            if inspect.isawaitable(res):
-                await res
+            await target.stop()
 
     async def reconcile(self, key: Key) -> Result | None:
         ns, name = key

@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_QUEUE_NAME, PODGROUP_NAME_PREFIX, VOLCANO_VERSION
-from ...api.objects import controller_uid, owner_ref, serves
-from ...api.quantity import format_resource_list, pod_requests
+from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_QUEUE_NAME, PODGROUP_NAME_PREFIX, VOLCANO_VERSION
+from phalanx.objects.meta import controller_uid, owner_ref, serves
+from phalanx.objects.quantity import format_resource_list, pod_requests
 
 Obj = dict[str, Any]
 

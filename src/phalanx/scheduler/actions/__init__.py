@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from . import allocate, backfill, enqueue
+from phalanx.scheduler.actions import allocate, backfill, enqueue
 
 if TYPE_CHECKING:
-    from ..framework import Session
+    from phalanx.scheduler.framework import Session
 
 ACTIONS: dict[str, Callable[["Session"], None]] = {
     "enqueue": enqueue.execute,

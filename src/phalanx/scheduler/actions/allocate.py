@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-from ..fit_errors import FitErrors
-from ..snapshot import PENDING, PG_INQUEUE, JobInfo, QueueInfo, TaskInfo
-from ..statement import Statement
-from .pq import PriorityQueue
+from phalanx.scheduler.actions.pq import PriorityQueue
+from phalanx.scheduler.fit_errors import FitErrors
+from phalanx.scheduler.snapshot import PENDING, PG_INQUEUE, JobInfo, QueueInfo, TaskInfo
+from phalanx.scheduler.statement import Statement
 
 if TYPE_CHECKING:
-    from ..framework import Session
+    from phalanx.scheduler.framework import Session
 
 
 def execute(ssn: "Session") -> None:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fit_errors import FitErrors
-from ..snapshot import PENDING, JobInfo, QueueInfo, TaskInfo
-from ..statement import session_allocate
-from .pq import PriorityQueue
+from phalanx.scheduler.actions.pq import PriorityQueue
+from phalanx.scheduler.fit_errors import FitErrors
+from phalanx.scheduler.snapshot import PENDING, JobInfo, QueueInfo, TaskInfo
+from phalanx.scheduler.statement import session_allocate
 
 if TYPE_CHECKING:
-    from ..framework import Session
+    from phalanx.scheduler.framework import Session
 
 
 def execute(ssn: "Session") -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..snapshot import PG_INQUEUE, JobInfo, QueueInfo
-from .pq import PriorityQueue
+from phalanx.scheduler.actions.pq import PriorityQueue
+from phalanx.scheduler.snapshot import PG_INQUEUE, JobInfo, QueueInfo
 
 if TYPE_CHECKING:
-    from ..framework import Session
+    from phalanx.scheduler.framework import Session
 
 
 def execute(ssn: "Session") -> None:

@@ -1,14 +1,14 @@
 """Scheduler plugins by name: adding a policy means adding a module here."""
 from __future__ import annotations
 
-from ..framework import Plugin
-from .binpack import BinpackPlugin
-from .gang import GangPlugin
-from .nodeorder import NodeOrderPlugin
-from .overcommit import OvercommitPlugin
-from .predicates import PredicatesPlugin
-from .priority import PriorityPlugin
-from .proportion import ProportionPlugin
+from phalanx.scheduler.framework import Plugin
+from phalanx.scheduler.plugins.binpack import BinpackPlugin
+from phalanx.scheduler.plugins.gang import GangPlugin
+from phalanx.scheduler.plugins.nodeorder import NodeOrderPlugin
+from phalanx.scheduler.plugins.overcommit import OvercommitPlugin
+from phalanx.scheduler.plugins.predicates import PredicatesPlugin
+from phalanx.scheduler.plugins.priority import PriorityPlugin
+from phalanx.scheduler.plugins.proportion import ProportionPlugin
 
 PLUGINS: dict[str, type[Plugin]] = {
     p.name: p for p in (PriorityPlugin, GangPlugin, OvercommitPlugin, PredicatesPlugin,

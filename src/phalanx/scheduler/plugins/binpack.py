@@ -11,8 +11,8 @@ node's Used (bound, binding, allocated and releasing tasks; not pipelined).
 """
 from __future__ import annotations
 
-from ..framework import Plugin, Session
-from ..snapshot import NodeInfo, TaskInfo
+from phalanx.scheduler.framework import Plugin, Session
+from phalanx.scheduler.snapshot import NodeInfo, TaskInfo
 
 MAX_NODE_SCORE = 100.0
 

@@ -18,10 +18,10 @@ Phalanx deviations (SEMANTICS S8/S9, reported to the user):
 """
 from __future__ import annotations
 
-from ..fit_errors import FitErrors
-from ..framework import PERMIT, REJECT, Plugin, Session, ValidateResult
-from ..reasons import job_fit_error
-from ..snapshot import ALLOCATED, ALLOCATED_STATUS, PENDING, JobInfo
+from phalanx.scheduler.fit_errors import FitErrors
+from phalanx.scheduler.framework import PERMIT, REJECT, Plugin, Session, ValidateResult
+from phalanx.scheduler.reasons import job_fit_error
+from phalanx.scheduler.snapshot import ALLOCATED, ALLOCATED_STATUS, PENDING, JobInfo
 
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"

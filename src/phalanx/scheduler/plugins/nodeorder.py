@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 
-from ..framework import Plugin, Session
-from ..snapshot import NodeInfo, TaskInfo
-from .predicates import match_node_selector_term
+from phalanx.scheduler.framework import Plugin, Session
+from phalanx.scheduler.plugins.predicates import match_node_selector_term
+from phalanx.scheduler.snapshot import NodeInfo, TaskInfo
 
 GPU = "nvidia.com/gpu"
 

@@ -8,10 +8,10 @@ Inqueue, hence how many pods the job controllers create.
 """
 from __future__ import annotations
 
-from .. import resources as R
-from ..framework import PERMIT, REJECT, Plugin, Session
-from ..snapshot import JobInfo
-from .proportion import NOT_ENOUGH_RESOURCES, inqueue_claim
+from phalanx.scheduler import resources as R
+from phalanx.scheduler.framework import PERMIT, REJECT, Plugin, Session
+from phalanx.scheduler.plugins.proportion import NOT_ENOUGH_RESOURCES, inqueue_claim
+from phalanx.scheduler.snapshot import JobInfo
 
 DEFAULT_FACTOR = 1.2
 

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..fit_errors import NODE_AFFINITY_MISMATCH, NODE_POD_NUMBER_EXCEEDED, NODE_UNSCHEDULABLE, untolerated_taint
-from ..framework import Plugin, Session
-from ..snapshot import NodeInfo, TaskInfo
+from phalanx.scheduler.fit_errors import (
+    NODE_AFFINITY_MISMATCH,
+    NODE_POD_NUMBER_EXCEEDED,
+    NODE_UNSCHEDULABLE,
+    untolerated_taint,
+)
+from phalanx.scheduler.framework import Plugin, Session
+from phalanx.scheduler.snapshot import NodeInfo, TaskInfo
 
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 

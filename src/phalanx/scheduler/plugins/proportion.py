@@ -22,9 +22,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import resources as R
-from ..framework import PERMIT, REJECT, Plugin, Session
-from ..snapshot import ALLOCATED_STATUS, PENDING, PG_INQUEUE, PG_RUNNING, SUCCEEDED, JobInfo, QueueInfo, TaskInfo
+from phalanx.scheduler import resources as R
+from phalanx.scheduler.framework import PERMIT, REJECT, Plugin, Session
+from phalanx.scheduler.snapshot import (
+    ALLOCATED_STATUS,
+    PENDING,
+    PG_INQUEUE,
+    PG_RUNNING,
+    SUCCEEDED,
+    JobInfo,
+    QueueInfo,
+    TaskInfo,
+)
 
 QUEUE_CAPABILITY_EXCEEDED = "QueueCapabilityExceeded"
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..api.constants import DEFAULT_NAMESPACE
-from ..api.errors import AlreadyExists, NotFound
-from ..api.registry import by_kind
-from ..client.interface import Client, Obj
-from ..clock import Clock, format_time
+from phalanx.api.constants import DEFAULT_NAMESPACE
+from phalanx.api.registry import by_kind
+from phalanx.client.interface import Client, Obj
+from phalanx.objects.clock import Clock, format_time
+from phalanx.objects.errors import AlreadyExists, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class EventRecorder:
         self._last_suffix = max(ns, self._last_suffix + 1)
         return self._last_suffix
 
-    async def record(self, obj: Obj, type: str, reason: str, message: str) -> None:  # noqa: A002 - Kubernetes' name
+    async def record(self, obj: Obj, type: str, reason: str, message: str) -> None:
         try:
             await self._record(obj, type, reason, message)
         except Exception as e:
@@ -156,7 +156,7 @@ class EventRecorder:
 
 
 async def record(
-    client: Client, obj: Obj, type: str, reason: str, message: str,  # noqa: A002
+    client: Client, obj: Obj, type: str, reason: str, message: str,
     component: str = "phalanx", clock: Clock | None = None,
 ) -> None:
     """Record one event without correlation (use an ``EventRecorder`` to fold repeats)."""

@@ -1,11 +1,11 @@
-"""Small helpers over JSON-shaped object dicts. No I/O."""
+"""Field access over JSON-shaped object dicts: metadata, names, owner references, resourceVersion.
+
+The one home of these accessors; every layer reads objects through them. No I/O.
+"""
 from __future__ import annotations
 
 import copy
 from typing import Any
-
-from .constants import CONDITION_DISRUPTION_TARGET, REASON_TERMINATION_BY_KUBELET
-from .registry import by_kind
 
 Obj = dict[str, Any]
 
@@ -20,13 +20,6 @@ def name_of(obj: Obj) -> str:
 
 def namespace_of(obj: Obj) -> str | None:
     return obj.get("metadata", {}).get("namespace")
-
-
-def key_of(obj: Obj) -> tuple[str, str | None, str]:
-    """(kind, namespace or None, name): the identity of an object in the store."""
-    kind = obj["kind"]
-    ns = namespace_of(obj) if by_kind(kind).namespaced else None
-    return (kind, ns, name_of(obj))
 
 
 def labels_of(obj: Obj) -> dict[str, str]:
@@ -72,13 +65,9 @@ def match_labels(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def stopped_by_shutdown(pod: dict) -> bool:
-    """The pod was stopped because its node shut down (kubelet's graceful node
-    shutdown: a DisruptionTarget condition, reason TerminationByKubelet), not by
-    a failure of its own."""
-    status = pod.get("status")
-    for c in (status.get("conditions") if isinstance(status, dict) else None) or []:
-        if isinstance(c, dict) and c.get("type") == CONDITION_DISRUPTION_TARGET and c.get("status") == "True" \
-                and c.get("reason") == REASON_TERMINATION_BY_KUBELET:
-            return True
-    return False
+def resource_version(obj: Obj | None) -> int:
+    """metadata.resourceVersion as an integer (0 when absent or not a number)."""
+    try:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0

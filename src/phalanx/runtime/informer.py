@@ -1,48 +1,25 @@
-"""controller-runtime in miniature: informer cache, work queue, reconcile loop.
+"""Informer: a watched, cached, indexed view of one kind, as client-go's shared informer.
 
-- ``Informer``: list, then watch from the list's resourceVersion; relist on
-  Gone; keeps an in-memory cache and calls handlers on every change.
-- ``WorkQueue``: deduplicated keys, never the same key in two workers at once,
-  delayed adds (one ``loop.call_later`` timer per key, earliest deadline wins)
-  and per-key exponential back-off for failures.
-- ``Controller``: workers that pop keys and call ``reconcile(key)``; a
-  ``Result(requeue_after=...)`` asks to be called again later; an exception is
-  logged and retried with back-off (5 ms doubling to 10 s), never fatal.
+List, then watch from the list's resourceVersion; relist on Gone; call handlers on every change.
 """
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections import deque
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Generic, Hashable, Iterator, TypeVar
+from typing import Callable
 
-from ..api.errors import Gone
-from ..api.registry import by_kind
-from ..client.interface import Client, Obj
-from ..client.selectors import LabelSelector, parse_label_selector
-from ..client.util import closing_stream
-from ..clock import Clock
+from phalanx.api.registry import by_kind
+from phalanx.client.interface import Client, Obj
+from phalanx.client.util import closing_stream
+from phalanx.objects.errors import Gone
+from phalanx.objects.meta import resource_version
+from phalanx.objects.selectors import LabelSelector, parse_label_selector
 
 log = logging.getLogger(__name__)
 
-K = TypeVar("K", bound=Hashable)
 Handler = Callable[[str, Obj, "Obj | None"], None]
 IndexFunc = Callable[[Obj], "list[str] | tuple[str, ...]"]
 
-
-class _Stopped:
-    """What ``stop()`` returns: callers may write ``x.stop()`` or ``await x.stop()``."""
-
-    def __await__(self) -> Iterator[None]:
-        return iter(())
-
-
-_STOPPED = _Stopped()
-
-
-# ---------------------------------------------------------------- informer
 
 
 class Informer:
@@ -120,11 +97,10 @@ class Informer:
     def synced(self) -> bool:
         return self._synced.is_set()
 
-    def stop(self) -> _Stopped:
+    async def stop(self) -> None:
         self._stopped = True
         if self._task is not None:
             self._task.cancel()
-        return _STOPPED
 
     async def run(self) -> None:
         """List and watch until stopped; relist on Gone, retry on other errors."""
@@ -203,7 +179,7 @@ class Informer:
         for (ns, name), obj in fresh.items():
             bucket = self._cache.get(ns)
             old = bucket.get(name) if bucket else None
-            if old is not None and _rv(old) == _rv(obj):
+            if old is not None and resource_version(old) == resource_version(obj):
                 continue
             self._put(ns, name, obj, old)
             self._dispatch("MODIFIED" if old is not None else "ADDED", obj, old)
@@ -275,219 +251,3 @@ class Informer:
 
     def __len__(self) -> int:
         return sum(len(b) for b in self._cache.values())
-
-
-def _rv(obj: Obj) -> Any:
-    return (obj.get("metadata") or {}).get("resourceVersion")
-
-
-# ---------------------------------------------------------------- work queue
-
-
-class WorkQueue(Generic[K]):
-    """A deduplicating queue of keys for reconcile workers.
-
-    A key added while it is being processed is processed again once ``done``
-    is called for it, never concurrently.
-    """
-
-    def __init__(self, base_delay: float = 0.005, max_delay: float = 10.0) -> None:
-        self._queue: deque[K] = deque()
-        self._dirty: set[K] = set()
-        self._processing: set[K] = set()
-        self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
-        self._failures: dict[K, int] = {}
-        self._getters: deque[asyncio.Future[None]] = deque()
-        self._shutdown = False
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-
-    def add(self, key: K) -> None:
-        if self._shutdown or key in self._dirty:
-            return
-        self._dirty.add(key)
-        if key in self._processing:
-            return  # queued again by done()
-        self._queue.append(key)
-        self._wake_one()
-
-    def add_after(self, key: K, seconds: float) -> None:
-        """Add ``key`` after ``seconds``; with a timer already pending for it, the
-        earlier deadline wins (one timer per key)."""
-        if self._shutdown:
-            return
-        if seconds <= 0:
-            self.add(key)
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        current = self._timers.get(key)
-        if current is not None:
-            if current[0] <= deadline:
-                return
-            current[1].cancel()
-        self._timers[key] = (deadline, loop.call_later(seconds, self._fire, key))
-
-    def _fire(self, key: K) -> None:
-        self._timers.pop(key, None)
-        self.add(key)
-
-    def add_rate_limited(self, key: K) -> float:
-        """Re-add after this key's back-off (base doubling per failure, capped);
-        returns the delay."""
-        n = self._failures.get(key, 0)
-        self._failures[key] = n + 1
-        delay = min(self.base_delay * (2 ** min(n, 40)), self.max_delay)
-        self.add_after(key, delay)
-        return delay
-
-    def forget(self, key: K) -> None:
-        """Reset the back-off of ``key`` (after a successful reconcile)."""
-        self._failures.pop(key, None)
-
-    def num_requeues(self, key: K) -> int:
-        return self._failures.get(key, 0)
-
-    async def get(self) -> K | None:
-        """The next key (marked as processing), or None once shut down."""
-        while not self._queue:
-            if self._shutdown:
-                return None
-            fut = asyncio.get_running_loop().create_future()
-            self._getters.append(fut)
-            try:
-                await fut
-            finally:
-                with contextlib.suppress(ValueError):
-                    self._getters.remove(fut)
-        key = self._queue.popleft()
-        self._dirty.discard(key)
-        self._processing.add(key)
-        return key
-
-    def done(self, key: K) -> None:
-        self._processing.discard(key)
-        if key in self._dirty and not self._shutdown:
-            self._queue.append(key)
-            self._wake_one()
-
-    def shutdown(self) -> None:
-        """Stop handing out keys; pending timers are cancelled, waiters return None."""
-        self._shutdown = True
-        for _, handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
-        self._queue.clear()
-        self._dirty.clear()
-        while self._getters:
-            f = self._getters.popleft()
-            if not f.done():
-                f.set_result(None)
-
-    def _wake_one(self) -> None:
-        while self._getters:
-            f = self._getters.popleft()
-            if not f.done():
-                f.set_result(None)
-                return
-
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutdown
-
-    def pending_timers(self) -> int:
-        return len(self._timers)
-
-    def idle(self) -> bool:
-        """No key waits or is being processed (timers for later are not work now)."""
-        return not self._dirty and not self._processing
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-
-# ---------------------------------------------------------------- controller
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a reconcile returns: when to look again (seconds), if at all."""
-
-    requeue_after: float | None = None
-
-
-class Controller(Generic[K]):
-    """Workers running ``reconcile(key)`` for keys put on ``queue``.
-
-    ``clock`` is kept for components that want it; the queue's timers run on the
-    event loop's own time (a simulation drives time through its loop).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        reconcile: Callable[[K], Awaitable[Result | None]],
-        workers: int = 1,
-        clock: Clock | None = None,
-        *,
-        base_delay: float = 0.005,
-        max_delay: float = 10.0,
-    ) -> None:
-        self.name = name
-        self.clock = clock or Clock()
-        self.queue: WorkQueue[K] = WorkQueue(base_delay, max_delay)
-        self._reconcile = reconcile
-        self._workers = max(1, workers)
-        self._tasks: list[asyncio.Task[None]] = []
-
-    def enqueue(self, key: K) -> None:
-        self.queue.add(key)
-
-    def enqueue_after(self, key: K, seconds: float) -> None:
-        self.queue.add_after(key, seconds)
-
-    async def run(self) -> None:
-        """Run the workers until ``stop()``; a worker finishes its current key first."""
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._worker(), name=f"{self.name}-worker-{i}")
-                       for i in range(self._workers)]
-        try:
-            await asyncio.gather(*self._tasks)
-        finally:
-            for t in self._tasks:
-                t.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def wait_idle(self, timeout: float) -> bool:
-        """Wait until the queue is idle (every queued key reconciled, with the
-        writes and Events of its round), at most ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not self.queue.idle():
-            if loop.time() >= deadline:
-                return False
-            await asyncio.sleep(0.01)
-        return True
-
-    def stop(self) -> _Stopped:
-        self.queue.shutdown()
-        return _STOPPED
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            if key is None:
-                return
-            try:
-                result = await self._reconcile(key)
-            except Exception:
-                delay = self.queue.add_rate_limited(key)
-                log.exception("%s: reconcile of %r failed; retrying in %.3fs", self.name, key, delay)
-            else:
-                self.queue.forget(key)
-                if isinstance(result, Result) and result.requeue_after is not None:
-                    self.queue.add_after(key, result.requeue_after)
-                elif result is not None and not isinstance(result, Result):
-                    log.warning("%s: reconcile of %r returned %r, not a Result", self.name, key, result)
-            finally:
-                self.queue.done(key)

@@ -10,12 +10,11 @@ cannot be parsed raises ``BadRequest`` naming the selector and the rule.
 from __future__ import annotations
 
 import functools
-
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..api.errors import BadRequest
+from phalanx.objects.errors import BadRequest
 
 __all__ = [
     "Requirement",

@@ -5,7 +5,7 @@ Every error carries an HTTP code and a reason so the server can turn it into a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
