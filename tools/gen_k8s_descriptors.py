@@ -17,7 +17,6 @@ import zlib
 from pathlib import Path
 
 from google.protobuf import descriptor_pb2
-from google.protobuf.internal import decoder
 
 WANTED = (
     "k8s.io/apimachinery/pkg/runtime/schema/generated.proto",
@@ -55,6 +54,18 @@ def gzipped_descriptors(data: bytes) -> dict[str, bytes]:
     return found
 
 
+def varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A protobuf base-128 varint at ``pos``: (value, position after it)."""
+    value = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
 def raw_descriptor(data: bytes, name: str) -> bytes:
     """A FileDescriptorProto stored as plain bytes (google.golang.org/protobuf):
     from its name field on, length-delimited fields 1..14 until the first other tag."""
@@ -64,10 +75,10 @@ def raw_descriptor(data: bytes, name: str) -> bytes:
         raise SystemExit(f"{name} not found")
     pos = start
     while True:
-        tag, after = decoder._DecodeVarint(data, pos)
+        tag, after = varint(data, pos)
         if tag & 7 != 2 or not 1 <= tag >> 3 <= 14:
             break
-        length, after = decoder._DecodeVarint(data, after)
+        length, after = varint(data, after)
         pos = after + length
     raw = data[start:pos]
     fd = descriptor_pb2.FileDescriptorProto.FromString(raw)

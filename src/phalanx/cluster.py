@@ -155,10 +155,9 @@ class EmbeddedCluster:
                 await c.stop()
         for a in self.agents:
             await a.stop(kill_pods=kill_pods)
-        for c in (self.gc, self.namespaces, self.log_janitor):
-            if c is None:
-                continue
-            await c.stop()
+        for housekeeper in (self.gc, self.namespaces, self.log_janitor):
+            if housekeeper is not None:
+                await housekeeper.stop()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
