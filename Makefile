@@ -39,6 +39,7 @@ lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+	$(PY) tools/lint_layout.py
 
 # --no-skips: a test skipped because something is missing fails (a skip would hide a missing install).
 test: system-deps install-test lint

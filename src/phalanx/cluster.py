@@ -28,6 +28,7 @@ from phalanx.node.logjanitor import LogJanitor
 from phalanx.node.logs import LogProvider
 from phalanx.node.network import LocalNetwork
 from phalanx.objects.clock import Clock
+from phalanx.objects.errors import AlreadyExists
 from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.store.namespaces import SYSTEM_NAMESPACES, NamespaceLifecycle
@@ -132,8 +133,6 @@ class EmbeddedCluster:
                 raise t.exception()  # type: ignore[misc]
 
     async def _ensure_namespace(self, name: str) -> None:
-        from phalanx.objects.errors import AlreadyExists
-
         try:
             await self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         except AlreadyExists:
