@@ -571,7 +571,7 @@ def test_gang_without_container_requests_is_placed():
     # workers' only requests are their init container's. The queue's deserved share is
     # then empty, which must not read as "overused" (the gang would never place).
     from phalanx.scheduler import testing as T
-    from phalanx.scheduler.session import run_session as _run
+    from phalanx.scheduler.framework import run_session as _run
     pods = [T.pod("j-master-0", "j", cpu=None, memory=None)]
     for i in range(3):
         p = T.pod(f"j-worker-{i}", "j", cpu=None, memory=None)

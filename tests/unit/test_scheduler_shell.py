@@ -11,7 +11,7 @@ import pytest
 from phalanx.client.local import LocalClient
 from phalanx.objects.clock import FakeClock
 from phalanx.objects.errors import Conflict
-from phalanx.scheduler.scheduler import Scheduler, _node_signature, _pod_signature, trim_pod
+from phalanx.scheduler.scheduler import Scheduler, node_signature, pod_signature, trim_pod
 from phalanx.scheduler.testing import gang, node, pod, podgroup
 from phalanx.store import Store
 
@@ -321,14 +321,14 @@ def test_relevance_filter_ignores_status_churn():
     n = node("n1")
     n2 = copy.deepcopy(n)
     n2["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:05Z"
-    assert _node_signature(n) == _node_signature(n2)
+    assert node_signature(n) == node_signature(n2)
     assert not s._relevant("Node", "MODIFIED", n2, n)
     n3 = copy.deepcopy(n)
     n3["spec"]["unschedulable"] = True
     assert s._relevant("Node", "MODIFIED", n3, n)
     assert s._relevant("Pod", "ADDED", p, None)
     assert not s._relevant("Pod", "ADDED", pod("x", None, scheduler="other"), None)
-    assert _pod_signature(None) == ()
+    assert pod_signature(None) == ()
 
 
 def test_trim_pod_keeps_what_scheduling_reads():
