@@ -1,5 +1,5 @@
 """Plugin formulas and the framework's vote rules, against hand computations
-(reference/volcano.md A.3: binpack, nodeorder, proportion, overcommit)."""
+(Volcano's binpack, nodeorder, proportion, overcommit)."""
 from __future__ import annotations
 
 import math
