@@ -12,7 +12,7 @@ import pytest
 
 from phalanx.scheduler import SchedulerConfig, run_session
 from phalanx.scheduler.cache import SnapshotCache
-from phalanx.scheduler.session import is_settled
+from phalanx.scheduler.job_updater import is_settled
 from phalanx.scheduler.snapshot import Snapshot
 from phalanx.scheduler.testing import World, gang, node, pod, podgroup, queue
 from tests.unit.test_scheduler_property import T0, random_world

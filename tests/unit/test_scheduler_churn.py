@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from phalanx.objects.clock import format_time
 from phalanx.scheduler import SchedulerConfig, run_session
-from phalanx.scheduler.session import ADMISSION_MESSAGE_REFRESH
+from phalanx.scheduler.job_updater import ADMISSION_MESSAGE_REFRESH
 from phalanx.scheduler.testing import World, gang, node, podgroup, queue
 
 T0 = datetime(2026, 1, 1, 0, 0, 10, tzinfo=timezone.utc)

@@ -1,5 +1,5 @@
 """Plugin formulas and the framework's vote rules, against hand computations
-(reference/volcano.md A.3: binpack, nodeorder, proportion, overcommit)."""
+(Volcano's binpack, nodeorder, proportion, overcommit)."""
 from __future__ import annotations
 
 import math
@@ -9,10 +9,10 @@ import pytest
 
 from phalanx.scheduler import SchedulerConfig, Snapshot, run_session
 from phalanx.scheduler.fit_errors import FitErrors, sorted_histogram
-from phalanx.scheduler.framework import ABSTAIN, PERMIT, REJECT, Plugin, Session
 from phalanx.scheduler.plugins import PLUGINS
 from phalanx.scheduler.plugins.predicates import match_node_selector_term, node_affinity_matches, tolerates
 from phalanx.scheduler.resources import pod_resources
+from phalanx.scheduler.session import ABSTAIN, PERMIT, REJECT, Plugin, Session
 from phalanx.scheduler.testing import World, gang, node, pod, podgroup, queue
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -23,7 +23,7 @@ GI = 1024 * MI
 def open_session(world: World, config: SchedulerConfig | None = None) -> Session:
     config = config or SchedulerConfig()
     ssn = Session(world.snapshot(), config, NOW)
-    ssn.open_plugins([[PLUGINS[n](config) for n in tier] for tier in config.tiers])
+    ssn.open([[PLUGINS[n](config) for n in tier] for tier in config.tiers])
     return ssn
 
 
@@ -296,7 +296,7 @@ def test_enqueueable_vote_combination(tiers, expected):
     w = World([node("n1")], [queue()], [podgroup("j", 1)], [])
     cfg = SchedulerConfig()
     ssn = Session(w.snapshot(), cfg, NOW)
-    ssn.open_plugins([[Voter(cfg, v, f"v{t}{i}") for i, v in enumerate(tier)] for t, tier in enumerate(tiers)])
+    ssn.open([[Voter(cfg, v, f"v{t}{i}") for i, v in enumerate(tier)] for t, tier in enumerate(tiers)])
     assert ssn.job_enqueueable(next(iter(ssn.jobs.values()))) is expected
 
 
@@ -306,7 +306,7 @@ def test_order_keys_compare_plugin_by_plugin_then_creation_then_name():
                podgroup("c", 1, created="2025-12-31T00:00:00Z", priority_class="hi")], [])
     cfg = SchedulerConfig()
     ssn = Session(Snapshot.build(w.nodes, w.queues, w.podgroups, w.pods, {"hi": 5}), cfg, NOW)
-    ssn.open_plugins([[PLUGINS[n](cfg) for n in tier] for tier in cfg.tiers])
+    ssn.open([[PLUGINS[n](cfg) for n in tier] for tier in cfg.tiers])
     order = sorted(ssn.jobs.values(), key=ssn.job_order_key)
     assert [j.name for j in order] == ["c", "a", "b"]
 

@@ -1,5 +1,5 @@
 """Random clusters and gangs, several sessions each: the invariants that must
-never break (SEMANTICS S8: all-or-nothing; TARGETS: capability never exceeded)."""
+never break (a gang is placed all or nothing; a queue's capability is never exceeded)."""
 from __future__ import annotations
 
 import copy

@@ -1,5 +1,5 @@
 """The pure scheduling session: seed scenarios P1/P2, gang all-or-nothing,
-phase machine, ordering, queues (reference/volcano.md A.1-A.4, SEMANTICS S8/S9)."""
+phase machine, ordering, queues (Volcano's framework and plugins, and Phalanx's deviations)."""
 from __future__ import annotations
 
 import copy
@@ -56,7 +56,7 @@ def test_seed_job_inqueue_and_all_four_bound_in_one_session():
     assert r.bindings == [("default", "pytest-master-0", "las1"), ("default", "pytest-worker-0", "las1"),
                           ("default", "pytest-worker-1", "las1"), ("default", "pytest-worker-2", "las1")]
     st = r.podgroup_status[("default", "pytest")]
-    assert st["phase"] == "Inqueue"  # binding tasks are not "scheduled" yet (A.1 step 3)
+    assert st["phase"] == "Inqueue"  # binding tasks are not "scheduled" yet (Volcano jobStatus)
     sched = cond(st, "Scheduled")
     assert sched == {"type": "Scheduled", "status": "True", "transitionID": r.session_uid,
                      "lastTransitionTime": NOW_STR, "reason": "tasks in gang are ready to be scheduled",
@@ -571,7 +571,7 @@ def test_gang_without_container_requests_is_placed():
     # workers' only requests are their init container's. The queue's deserved share is
     # then empty, which must not read as "overused" (the gang would never place).
     from phalanx.scheduler import testing as T
-    from phalanx.scheduler.session import run_session as _run
+    from phalanx.scheduler.framework import run_session as _run
     pods = [T.pod("j-master-0", "j", cpu=None, memory=None)]
     for i in range(3):
         p = T.pod(f"j-worker-{i}", "j", cpu=None, memory=None)

@@ -11,8 +11,8 @@ import pytest
 from phalanx.client.local import LocalClient
 from phalanx.objects.clock import FakeClock
 from phalanx.objects.errors import Conflict
-from phalanx.scheduler.scheduler import Scheduler, _node_signature, _pod_signature, trim_pod
-from phalanx.scheduler.testing import gang, node, pod, podgroup
+from phalanx.scheduler.scheduler import Scheduler, node_signature, pod_signature, trim_pod
+from phalanx.scheduler.testing import gang, node, pod, podgroup, queue
 from phalanx.store import Store
 
 SEED_MIN = {"cpu": "4", "memory": "400Mi"}
@@ -111,7 +111,7 @@ async def test_seed_job_end_to_end(env):
 
 
 async def test_queue_capability_is_explained_once_and_lifted_without_resubmitting(env):
-    # P2 with S8: PodGroup Pending with a readable condition and one Warning event.
+    # P2: PodGroup Pending with a readable condition and one Warning event.
     store, client, sched = env
     await eventually(lambda: get(store, "Queue", "default", None))
     await client.patch("Queue", "default", None, {"spec": {"capability": {"cpu": 2}}})
@@ -271,7 +271,6 @@ async def start(sched: Scheduler) -> None:
 async def test_a_bind_is_not_repeated_while_the_watch_lags():
     objs = {"Node": [node("n1")], "Queue": [], "PodGroup": [podgroup("pytest", 4, phase="Inqueue")],
             "Pod": gang("pytest")}
-    from phalanx.scheduler.testing import queue
     objs["Queue"] = [queue("default")]
     sched, client = fake_scheduler(objs)
     await start(sched)
@@ -288,7 +287,6 @@ async def test_a_bind_is_not_repeated_while_the_watch_lags():
 
 
 async def test_podgroup_write_retries_on_conflict_with_a_fresh_read():
-    from phalanx.scheduler.testing import queue
     objs = {"Node": [node("n1")], "Queue": [queue("default")], "PodGroup": [podgroup("pytest", 4)], "Pod": []}
     sched, client = fake_scheduler(objs)
     await start(sched)
@@ -298,7 +296,6 @@ async def test_podgroup_write_retries_on_conflict_with_a_fresh_read():
 
 
 async def test_identical_events_are_emitted_once():
-    from phalanx.scheduler.testing import queue
     objs = {"Node": [node("n1")], "Queue": [queue("default", capability={"cpu": 2})],
             "PodGroup": [podgroup("pytest", 4, min_resources=SEED_MIN)], "Pod": []}
     sched, client = fake_scheduler(objs)
@@ -321,14 +318,14 @@ def test_relevance_filter_ignores_status_churn():
     n = node("n1")
     n2 = copy.deepcopy(n)
     n2["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:05Z"
-    assert _node_signature(n) == _node_signature(n2)
+    assert node_signature(n) == node_signature(n2)
     assert not s._relevant("Node", "MODIFIED", n2, n)
     n3 = copy.deepcopy(n)
     n3["spec"]["unschedulable"] = True
     assert s._relevant("Node", "MODIFIED", n3, n)
     assert s._relevant("Pod", "ADDED", p, None)
     assert not s._relevant("Pod", "ADDED", pod("x", None, scheduler="other"), None)
-    assert _pod_signature(None) == ()
+    assert pod_signature(None) == ()
 
 
 def test_trim_pod_keeps_what_scheduling_reads():

@@ -1,11 +1,10 @@
 """The scheduler's incremental snapshot (Volcano's SchedulerCache).
 
-``Snapshot.build`` parses every node, PodGroup and pod for every session, so
-a burst of N jobs cost O(N) per session and O(N²) in all. ``SnapshotCache``
-is fed the objects as the informers see them (``put``/``delete``) and keeps,
-per job, what it parsed last time:
+``Snapshot.build`` parses every node, PodGroup and pod for every session.
+``SnapshotCache`` is fed the objects as the informers see them
+(``put``/``delete``) and keeps, per job, what it parsed last time:
 
-- a job a session cannot change (``session.is_settled``: nothing waits for
+- a job a session cannot change (``job_updater.is_settled``: nothing waits for
   a node, its gang is ready and its status written) is kept as sums only:
   its queue's allocated/request/inqueue/elastic and phase count
   (``Snapshot.settled``) and its tasks' share of each node;
@@ -23,28 +22,33 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, DEFAULT_QUEUE, SCHEDULER_NAME
-from phalanx.objects.meta import serves
+from phalanx.objects.meta import Obj, serves
 from phalanx.scheduler import resources as R
-from phalanx.scheduler.snapshot import (
+from phalanx.scheduler.builder import (
+    ObjectCache,
+    SnapshotBuilder,
+    TaskAccount,
+    node_resource_names,
+    pod_resource_names,
+    podgroup_resource_names,
+    queue_resource_names,
+)
+from phalanx.scheduler.info import (
     ALLOCATED_STATUS,
     PENDING,
     PIPELINED,
     RELEASING,
     JobInfo,
     NodeInfo,
-    PodCache,
+    QueueInfo,
     QueueTotals,
-    Snapshot,
     TaskInfo,
-    _Builder,
-    _node_resource_names,
-    _pod_resource_names,
-    _podgroup_resource_names,
-    _queue_resource_names,
 )
+from phalanx.scheduler.job_updater import is_settled
+from phalanx.scheduler.snapshot import Snapshot
 
 RecordKey = tuple[str, str, str]  # ("job", namespace, podgroup) or ("pod", namespace, pod)
 ObjKey = tuple[str | None, str]
@@ -83,15 +87,15 @@ class _NodeBase:
     ntasks: int = 0
 
 
-class _ShareRecorder(dict):
+class _ShareRecorder(dict[str, "_NodeProbe"]):
     """Stands in for the node map while a record is parsed: every node name
-    answers, and the tasks ``_Builder._pods`` would add to it are kept."""
+    answers, and the tasks ``SnapshotBuilder.parse_pods`` would add to it are kept."""
 
     def __init__(self) -> None:
         super().__init__()
         self.shares: list[tuple[str, _Share]] = []
 
-    def get(self, name: Any, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: Any, default: Any = None) -> Any:
         return _NodeProbe(self, name) if name else default
 
 
@@ -106,14 +110,14 @@ class _NodeProbe:
         self.recorder.shares.append((self.name, _Share(status, list(t.resreq), t.nz_cpu, t.nz_mem)))
 
 
-def _meta(obj: Any) -> dict:
+def _meta(obj: Any) -> dict[str, Any]:
     m = obj.get("metadata") if isinstance(obj, dict) else None
     return m if isinstance(m, dict) else {}
 
 
-def _names_of(kind: str, obj: dict) -> tuple[str, ...]:
-    fn = {"Node": _node_resource_names, "Pod": _pod_resource_names, "PodGroup": _podgroup_resource_names,
-          "Queue": _queue_resource_names}[kind]
+def _names_of(kind: str, obj: Obj) -> tuple[str, ...]:
+    fn = {"Node": node_resource_names, "Pod": pod_resource_names, "PodGroup": podgroup_resource_names,
+          "Queue": queue_resource_names}[kind]
     try:
         return tuple(fn(obj))
     except (TypeError, AttributeError, ValueError):
@@ -125,12 +129,12 @@ class SnapshotCache:
 
     def __init__(self, priority_classes: dict[str, int] | None = None, default_queue: str = DEFAULT_QUEUE,
                  scheduler_names: frozenset[str] = frozenset({SCHEDULER_NAME}),
-                 pod_cache: PodCache | None = None) -> None:
+                 object_cache: ObjectCache | None = None) -> None:
         self.priority_classes = dict(priority_classes or {})
         self.default_queue = default_queue
         self.scheduler_names = frozenset(scheduler_names)
-        self.pod_cache = pod_cache if pod_cache is not None else PodCache()
-        self._objs: dict[str, dict[ObjKey, dict]] = {k: {} for k in KINDS}
+        self.object_cache = object_cache if object_cache is not None else ObjectCache()
+        self._objs: dict[str, dict[ObjKey, Obj]] = {k: {} for k in KINDS}
         self._owner: dict[ObjKey, RecordKey] = {}                 # pod -> its record
         self._members: dict[RecordKey, set[ObjKey]] = {}          # record -> its pods
         self._records: dict[RecordKey, _Record] = {}
@@ -145,7 +149,7 @@ class SnapshotCache:
         # tasks) changes a node's accounting in place, marking it ``touched``;
         # the next build puts such nodes back to their clean state (base only).
         self._node_list: list[NodeInfo] | None = None
-        self._node_clean: dict[str, tuple] = {}
+        self._node_clean: dict[str, tuple[Any, ...]] = {}
         self._base_changed: set[str] = set()
         self._queue_members: dict[str, set[RecordKey]] = {}
         self._queue_totals: dict[str, QueueTotals] = {}
@@ -153,7 +157,7 @@ class SnapshotCache:
         self.rebuilt = 0  # records re-parsed (for tests and profiles)
 
     # ---------------------------------------------------------------- feeding
-    def put(self, kind: str, obj: dict) -> None:
+    def put(self, kind: str, obj: Obj) -> None:
         """The object as the scheduler should see it now (added or changed)."""
         key = self._key(kind, obj)
         objs = self._objs[kind]
@@ -171,11 +175,11 @@ class SnapshotCache:
         self._count_names(kind, key, None)
         self._changed(kind, key, None)
 
-    def get(self, kind: str, namespace: str | None, name: str) -> dict | None:
+    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         return self._objs[kind].get(((namespace or "default") if kind in ("Pod", "PodGroup") else None, name))
 
     @staticmethod
-    def _key(kind: str, obj: dict) -> ObjKey:
+    def _key(kind: str, obj: Obj) -> ObjKey:
         meta = _meta(obj)
         name = meta.get("name")
         name = name if isinstance(name, str) else repr(name)
@@ -184,7 +188,7 @@ class SnapshotCache:
             return (ns if isinstance(ns, str) else repr(ns), name)
         return (None, name)
 
-    def _count_names(self, kind: str, key: ObjKey, obj: dict | None) -> None:
+    def _count_names(self, kind: str, key: ObjKey, obj: Obj | None) -> None:
         nk = (kind, key)
         old = self._names.pop(nk, ())
         new = _names_of(kind, obj) if obj is not None else ()
@@ -197,7 +201,7 @@ class SnapshotCache:
         if new:
             self._names[nk] = new
 
-    def _changed(self, kind: str, key: ObjKey, obj: dict | None) -> None:
+    def _changed(self, kind: str, key: ObjKey, obj: Obj | None) -> None:
         if kind == "PodGroup":
             self._dirty.add(("job", key[0] or "default", key[1]))
         elif kind == "Pod":
@@ -221,7 +225,7 @@ class SnapshotCache:
         # Queues are read afresh by every session; a queue's coming or going
         # changes which jobs exist (checked in build).
 
-    def _pod_owner(self, key: ObjKey, pod: dict) -> RecordKey:
+    def _pod_owner(self, key: ObjKey, pod: Obj) -> RecordKey:
         ns, name = key[0] or "default", key[1]
         try:
             spec = pod.get("spec") or {}
@@ -237,12 +241,12 @@ class SnapshotCache:
     # ---------------------------------------------------------------- build
     def build(self) -> Snapshot:
         """A Snapshot for one session (which may change it freely)."""
-        builder = _Builder(self.priority_classes, self.default_queue, self.scheduler_names, self.pod_cache)
+        builder = SnapshotBuilder(self.priority_classes, self.default_queue, self.scheduler_names, self.object_cache)
         dims = R.Dims(n for n, c in self._name_counts.items() if c > 0 and R.is_scheduling_resource(n))
         if self._dims is None or dims.names != self._dims.names:
             self._reset(dims)
         dims = self._dims  # type: ignore[assignment]
-        queues = builder._queues(builder._dicts("queue", list(self._objs["Queue"].values())), dims)
+        queues = builder.parse_queues(builder.objects("queue", self._objs["Queue"].values()), dims)
         names = frozenset(queues)
         if names != self._queue_names:
             self._queue_names = names
@@ -270,12 +274,12 @@ class SnapshotCache:
                                             list(tot.elastic), dict(tot.phases))
         return Snapshot(dims=dims, nodes=nodes, queues=queues, jobs=jobs, skipped=builder.skipped, settled=settled)
 
-    def _nodes(self, builder: _Builder, dims: R.Dims) -> list[NodeInfo]:
+    def _nodes(self, builder: SnapshotBuilder, dims: R.Dims) -> list[NodeInfo]:
         """The Ready nodes with their settled tasks counted: parsed again when a
         node changed, else the kept ones, each put back to its clean state if a
         session or an active task changed it or its settled tasks changed."""
         if self._node_list is None:
-            nodes = builder._nodes(builder._dicts("node", list(self._objs["Node"].values())), dims)
+            nodes = builder.parse_nodes(builder.objects("node", self._objs["Node"].values()), dims)
             self._node_clean.clear()
             for n in nodes:
                 self._apply_base(n, dims)
@@ -314,20 +318,20 @@ class SnapshotCache:
         self._dirty.update(self._records)
         self._dirty.update(("job", ns or "default", n) for ns, n in self._objs["PodGroup"])
 
-    def _parse(self, key: RecordKey, builder: _Builder, queues: dict, dims: R.Dims, node_map: dict,
-               jobs: dict[tuple[str, str], JobInfo]) -> None:
+    def _parse(self, key: RecordKey, builder: SnapshotBuilder, queues: dict[str, QueueInfo], dims: R.Dims,
+               node_map: Mapping[str, TaskAccount], jobs: dict[tuple[str, str], JobInfo]) -> None:
         """Parse one record's objects as Snapshot.build would, into ``jobs`` and ``node_map``."""
         kind, ns, name = key
         found: dict[tuple[str, str], JobInfo] = {}
         if kind == "job":
             pg = self._objs["PodGroup"].get((ns, name))
             if pg is not None:
-                found = builder._jobs(builder._dicts("podgroup", [pg]), queues, dims)
+                found = builder.parse_jobs(builder.objects("podgroup", [pg]), queues, dims)
         pods = [self._objs["Pod"][k] for k in sorted(self._members.get(key, ()))]
-        builder._pods(builder._dicts("pod", pods), dims, found, node_map)
+        builder.parse_pods(builder.objects("pod", pods), dims, found, node_map)
         jobs.update(found)
 
-    def _refresh(self, key: RecordKey, builder: _Builder, queues: dict, dims: R.Dims) -> None:
+    def _refresh(self, key: RecordKey, builder: SnapshotBuilder, queues: dict[str, QueueInfo], dims: R.Dims) -> None:
         self._forget(key)
         if key not in self._members and (key[0] != "job" or (key[1], key[2]) not in self._objs["PodGroup"]):
             return
@@ -337,7 +341,6 @@ class SnapshotCache:
         self._parse(key, builder, queues, dims, recorder, jobs)
         job = jobs.get((key[1], key[2])) if key[0] == "job" else None
         if job is not None:
-            from phalanx.scheduler.session import is_settled  # late: session imports the plugins, which import snapshot
             if not is_settled(job):
                 self._records[key] = _Record(active=True)
                 return
@@ -356,14 +359,13 @@ class SnapshotCache:
 
     @staticmethod
     def _settled_record(job: JobInfo, dims: R.Dims) -> _Record:
-        from phalanx.scheduler.plugins.proportion import inqueue_claim
         request = dims.zero()
         for status, tasks in job.index.items():
             if status in ALLOCATED_STATUS or status == PENDING:
                 for t in tasks.values():
                     R.add(request, t.resreq)
         return _Record(active=False, queue=job.queue, phase=job.phase, allocated=list(job.allocated),
-                       request=request, inqueue=inqueue_claim(job) or dims.zero(),
+                       request=request, inqueue=job.inqueue_claim() or dims.zero(),
                        elastic=R.exceeded_part(job.allocated, job.min_resources or dims.zero()))
 
     def _forget(self, key: RecordKey) -> None:
@@ -435,8 +437,8 @@ class SnapshotCache:
                 "nodes": len(self._objs["Node"])}
 
 
-def feed(cache: SnapshotCache, nodes: Iterable[dict] = (), queues: Iterable[dict] = (),
-         podgroups: Iterable[dict] = (), pods: Iterable[dict] = ()) -> SnapshotCache:
+def feed(cache: SnapshotCache, nodes: Iterable[Obj] = (), queues: Iterable[Obj] = (),
+         podgroups: Iterable[Obj] = (), pods: Iterable[Obj] = ()) -> SnapshotCache:
     """Put lists of objects (tests, benchmarks)."""
     for kind, objs in (("Node", nodes), ("Queue", queues), ("PodGroup", podgroups), ("Pod", pods)):
         for o in objs:

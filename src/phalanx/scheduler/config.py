@@ -1,6 +1,6 @@
 """Scheduler configuration: actions, plugin tiers and plugin arguments.
 
-Mirrors Volcano's ``volcano-scheduler.conf`` (reference/volcano.md A.3):
+Mirrors Volcano's default ``volcano-scheduler.conf``:
 actions "enqueue, allocate, backfill"; tier 1 priority, gang; tier 2
 overcommit, predicates, proportion, nodeorder, binpack (drf and conformance
 are not implemented: drf's ordering is replaced by creation time, and
@@ -8,11 +8,11 @@ conformance only guards preemption, which Phalanx does not run).
 
 Default weights differ from Volcano's in one place, on purpose: binpack
 weight 10 instead of 1. With Volcano's 1/1/1 (binpack, leastrequested,
-balancedresource) the spreading scores win: the seed job (4 x 1 cpu/100Mi) on
-two empty 16-cpu nodes lands 2+2 (VC issues #2158, #3773). Weight 10 is what
+balancedresource) the spreading scores win: a 4 x 1 cpu/100Mi gang on two
+empty 16-cpu nodes lands 2+2 (Volcano issues #2158, #3773). Weight 10 is what
 Volcano's binpack guide uses, and it provably dominates the two spreading
 scores (each moves by at most a tenth of binpack's change), so a gang packs
-onto the fullest node that fits — the behaviour the seeds observed.
+onto the fullest node that fits.
 """
 from __future__ import annotations
 

@@ -1,274 +1,87 @@
-"""The session: what actions call and what plugins register on.
+"""One scheduling cycle, in the sense of Volcano's framework/framework.go: open a session, run the actions, close it.
 
-Actions know nothing about policy; they ask the session, and the session
-combines the callbacks plugins registered, tier by tier, with Volcano's rules
-(framework/session_plugins.go, reference/volcano.md A.3):
-
-- orders: the first plugin (tier and list order) that tells two objects apart
-  decides; here each plugin gives a sort key and keys are compared in order,
-  then creation time, then name (Volcano: UID, random across runs);
-- JobValid: the first failing plugin rejects;
-- JobReady, Allocatable, Predicate: AND over all plugins;
-- Overused: OR over all plugins;
-- JobEnqueueable, JobPipelined (votes +1/0/-1): any Reject -> False at once;
-  a tier with a Permit -> True without looking further; all abstain -> True;
-- node scores: the sum over plugins.
+A pure function: snapshot in, decisions out. ``run_session`` opens a Session
+(the configured plugins register in tier order), runs the configured actions
+(enqueue, allocate, backfill), and closes it as Volcano's CloseSession does:
+plugins write their conditions, then the job updater recomputes every job's
+PodGroup status, its pending pods' PodScheduled=False condition and every
+queue's status. Only what changed is returned; the shell writes it. This is
+where the plugin registry (``plugins.PLUGINS``) is read: the session itself
+knows plugins only as ``Plugin`` objects.
 """
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
-from phalanx.objects.clock import format_time
-from phalanx.scheduler import resources as R
+from phalanx.scheduler.actions import ACTIONS
 from phalanx.scheduler.config import SchedulerConfig
-from phalanx.scheduler.snapshot import JobInfo, NodeInfo, QueueInfo, Snapshot, TaskInfo
-
-PERMIT = 1
-ABSTAIN = 0
-REJECT = -1
-
-ObjectRef = dict[str, str]
-Event = tuple[ObjectRef, str, str, str]  # (involved object, type, reason, message)
+from phalanx.scheduler.job_updater import JobUpdater, write_admission_conditions
+from phalanx.scheduler.plugins import PLUGINS
+from phalanx.scheduler.session import Event, Session
+from phalanx.scheduler.snapshot import Snapshot
 
 
-@dataclass(frozen=True)
-class ValidateResult:
-    passed: bool
-    reason: str = ""
-    message: str = ""
+@dataclass
+class SessionResult:
+    bindings: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, node), commit order
+    podgroup_status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    queue_status: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pod_conditions: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    session_uid: str = ""
+    skipped: list[str] = field(default_factory=list)  # objects the snapshot could not read
+
+    @property
+    def empty(self) -> bool:
+        return not (self.bindings or self.podgroup_status or self.queue_status or self.pod_conditions or self.events)
 
 
-class Plugin:
-    """A policy: registers callbacks at session open, writes results at close.
-    Plugin objects live for one session (no state between sessions)."""
-
-    name = ""
-
-    def __init__(self, config: SchedulerConfig) -> None:
-        self.config = config
-
-    def on_session_open(self, ssn: "Session") -> None:
-        pass
-
-    def on_session_close(self, ssn: "Session") -> None:
-        pass
+def check_config(config: SchedulerConfig) -> None:
+    """Unknown action or plugin names are refused, naming the field."""
+    for a in config.actions:
+        if a not in ACTIONS:
+            raise ValueError(f"actions: unknown action {a!r}; known: {', '.join(ACTIONS)}")
+    for t, tier in enumerate(config.tiers):
+        for p in tier:
+            if p not in PLUGINS:
+                raise ValueError(f"tiers[{t}]: unknown plugin {p!r}; known: {', '.join(PLUGINS)}")
 
 
-def pod_group_ref(job: JobInfo) -> ObjectRef:
-    meta = job.podgroup.get("metadata") or {}
-    return {"apiVersion": job.podgroup.get("apiVersion") or "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup", "namespace": job.namespace, "name": job.name,
-            "uid": str(meta.get("uid") or "")}
+def open_session(snapshot: Snapshot, config: SchedulerConfig, now: datetime,
+                 session_uid: str | None = None) -> Session:
+    """A Session over the snapshot (which it consumes), the configured plugins registered."""
+    ssn = Session(snapshot, config, now, session_uid)
+    ssn.open([[PLUGINS[name](config) for name in tier] for tier in config.tiers])
+    return ssn
 
 
-def pod_ref(task: TaskInfo) -> ObjectRef:
-    meta = task.pod.get("metadata") or {}
-    return {"apiVersion": "v1", "kind": "Pod", "namespace": task.namespace, "name": task.name,
-            "uid": str(meta.get("uid") or "")}
+def close_session(ssn: Session) -> SessionResult:
+    """Admission conditions, then the plugins' close, then the job updater."""
+    result = SessionResult(bindings=list(ssn.bindings), session_uid=ssn.uid, skipped=list(ssn.snapshot.skipped))
+    write_admission_conditions(ssn)
+    ssn.close()
+    updater = JobUpdater(ssn)
+    updater.update_all()
+    result.podgroup_status = updater.podgroup_status
+    result.queue_status = updater.queue_status
+    result.pod_conditions = updater.pod_conditions
+    result.events = ssn.events
+    return result
 
 
-class Session:
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: datetime,
-                 uid: str | None = None) -> None:
-        if snapshot.consumed:
-            raise ValueError("a Snapshot serves one session; build a new one")
-        snapshot.consumed = True
-        self.snapshot = snapshot
-        self.config = config
-        self.now = now
-        # transitionID of the conditions written by this session; derived from
-        # the time so that the same input gives the same output.
-        self.uid = uid or str(uuid.uuid5(uuid.NAMESPACE_URL, "phalanx-session:" + now.isoformat()))
-        self.now_str = format_time(now)
-        self.dims = snapshot.dims
-        self.jobs = snapshot.jobs
-        self.queues = snapshot.queues
-        self.nodes: list[NodeInfo] = snapshot.nodes
-        self.total_resource: list[float] = self.dims.zero()
-        for n in self.nodes:
-            R.add(self.total_resource, n.allocatable)
-        self.events: list[Event] = []
-        self.bindings: list[tuple[str, str, str]] = []
-        self.plugins: list[Plugin] = []
+def run_session(snapshot: Snapshot, config: SchedulerConfig | None = None, now: datetime | None = None,
+                session_uid: str | None = None) -> SessionResult:
+    """Run enqueue/allocate/backfill over the snapshot (which it consumes)."""
+    if now is None:
+        raise ValueError("now is required (pure core: the caller owns the clock)")
+    config = config or SchedulerConfig()
+    check_config(config)
+    ssn = open_session(snapshot, config, now, session_uid)
+    for action in config.actions:
+        ACTIONS[action](ssn)
+    return close_session(ssn)
 
-        self._tier = 0
-        self._job_order: list[Callable[[JobInfo], Any]] = []
-        self._queue_order: list[Callable[[QueueInfo], Any]] = []
-        self._task_order: list[Callable[[TaskInfo], Any]] = []
-        self._job_valid: list[Callable[[JobInfo], ValidateResult | None]] = []
-        self._job_ready: list[Callable[[JobInfo], bool]] = []
-        self._job_pipelined: list[list[Callable[[JobInfo], int]]] = []
-        self._job_enqueueable: list[list[Callable[[JobInfo], int]]] = []
-        self._job_enqueued: list[Callable[[JobInfo], None]] = []
-        self._allocatable: list[Callable[[QueueInfo, TaskInfo], bool]] = []
-        self._overused: list[Callable[[QueueInfo], bool]] = []
-        self.predicate_fns: list[Callable[[TaskInfo, NodeInfo], str | None]] = []
-        self.node_order_fns: list[Callable[[TaskInfo, NodeInfo], float]] = []
-        self.allocate_handlers: list[Callable[[TaskInfo], None]] = []
-        self.deallocate_handlers: list[Callable[[TaskInfo], None]] = []
 
-        from phalanx.scheduler.node_index import NodeIndex  # late: the index calls back into the session
-        self.index = NodeIndex(self)
-
-    # ---------------------------------------------------------------- plugins
-    def open_plugins(self, tiers: list[list[Plugin]]) -> None:
-        for t, tier in enumerate(tiers):
-            self._tier = t
-            self._job_pipelined.append([])
-            self._job_enqueueable.append([])
-            for plugin in tier:
-                self.plugins.append(plugin)
-                plugin.on_session_open(self)
-
-    def close_plugins(self) -> None:
-        for plugin in self.plugins:
-            plugin.on_session_close(self)
-
-    # registration (called from Plugin.on_session_open)
-    def add_job_order_key(self, fn: Callable[[JobInfo], Any]) -> None:
-        self._job_order.append(fn)
-
-    def add_queue_order_key(self, fn: Callable[[QueueInfo], Any]) -> None:
-        self._queue_order.append(fn)
-
-    def add_task_order_key(self, fn: Callable[[TaskInfo], Any]) -> None:
-        self._task_order.append(fn)
-
-    def add_job_valid_fn(self, fn: Callable[[JobInfo], ValidateResult | None]) -> None:
-        self._job_valid.append(fn)
-
-    def add_job_ready_fn(self, fn: Callable[[JobInfo], bool]) -> None:
-        self._job_ready.append(fn)
-
-    def add_job_pipelined_fn(self, fn: Callable[[JobInfo], int]) -> None:
-        self._job_pipelined[self._tier].append(fn)
-
-    def add_job_enqueueable_fn(self, fn: Callable[[JobInfo], int]) -> None:
-        self._job_enqueueable[self._tier].append(fn)
-
-    def add_job_enqueued_fn(self, fn: Callable[[JobInfo], None]) -> None:
-        self._job_enqueued.append(fn)
-
-    def add_allocatable_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
-        self._allocatable.append(fn)
-
-    def add_overused_fn(self, fn: Callable[[QueueInfo], bool]) -> None:
-        self._overused.append(fn)
-
-    def add_predicate_fn(self, fn: Callable[[TaskInfo, NodeInfo], str | None]) -> None:
-        """fn may read the task's requests/constraints and the node's labels,
-        taints, unschedulable flag and whether its pod slots are full — the
-        node index caches verdicts on exactly that."""
-        self.predicate_fns.append(fn)
-
-    def add_node_order_fn(self, fn: Callable[[TaskInfo, NodeInfo], float]) -> None:
-        """fn may read the task's requests/constraints and the node's labels,
-        allocatable and accounting (used, non-zero used): the node index scores
-        each class of identical nodes once."""
-        self.node_order_fns.append(fn)
-
-    def add_event_handler(self, allocate: Callable[[TaskInfo], None] | None = None,
-                          deallocate: Callable[[TaskInfo], None] | None = None) -> None:
-        if allocate:
-            self.allocate_handlers.append(allocate)
-        if deallocate:
-            self.deallocate_handlers.append(deallocate)
-
-    # ---------------------------------------------------------------- combined votes
-    def job_order_key(self, job: JobInfo) -> tuple:
-        return (*(fn(job) for fn in self._job_order), job.creation, job.namespace, job.name, job.uid)
-
-    def queue_order_key(self, queue: QueueInfo) -> tuple:
-        return (*(fn(queue) for fn in self._queue_order), queue.creation, queue.name)
-
-    def task_order_key(self, task: TaskInfo) -> tuple:
-        return (*(fn(task) for fn in self._task_order), task.index, task.creation, task.name, task.uid)
-
-    def job_valid(self, job: JobInfo) -> ValidateResult | None:
-        for fn in self._job_valid:
-            r = fn(job)
-            if r is not None and not r.passed:
-                return r
-        return None
-
-    def job_ready(self, job: JobInfo) -> bool:
-        for fn in self._job_ready:
-            if not fn(job):
-                return False
-        return True
-
-    @staticmethod
-    def _votes(tiers: list[list[Callable[[JobInfo], int]]], job: JobInfo) -> bool:
-        for tier in tiers:
-            permit = False
-            for fn in tier:
-                v = fn(job)
-                if v < 0:
-                    return False
-                if v > 0:
-                    permit = True
-            if permit:
-                return True
-        return True
-
-    def job_pipelined(self, job: JobInfo) -> bool:
-        return self._votes(self._job_pipelined, job)
-
-    def job_enqueueable(self, job: JobInfo) -> bool:
-        return self._votes(self._job_enqueueable, job)
-
-    def job_enqueued(self, job: JobInfo) -> None:
-        for fn in self._job_enqueued:
-            fn(job)
-
-    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        for fn in self._allocatable:
-            if not fn(queue, task):
-                return False
-        return True
-
-    def overused(self, queue: QueueInfo) -> bool:
-        for fn in self._overused:
-            if fn(queue):
-                return True
-        return False
-
-    def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
-        for fn in self.predicate_fns:
-            reason = fn(task, node)
-            if reason:
-                return reason
-        return None
-
-    def node_score(self, task: TaskInfo, node: NodeInfo) -> float:
-        s = 0.0
-        for fn in self.node_order_fns:
-            s += fn(task, node)
-        return s
-
-    # ---------------------------------------------------------------- results
-    def record_event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
-        self.events.append((ref, type_, reason, message))
-
-    def record_podgroup_event(self, job: JobInfo, type_: str, reason: str, message: str) -> None:
-        self.record_event(pod_group_ref(job), type_, reason, message)
-
-    def update_podgroup_condition(self, job: JobInfo, ctype: str, status: str, reason: str,
-                                  message: str) -> None:
-        """Volcano UpdatePodGroupCondition: replace the condition of that type, or append."""
-        cond = {"type": ctype, "status": status, "transitionID": self.uid,
-                "lastTransitionTime": self.now_str, "reason": reason, "message": message}
-        for i, c in enumerate(job.conditions):
-            if c.get("type") == ctype:
-                job.conditions[i] = cond
-                return
-        job.conditions.append(cond)
-
-    def condition(self, job: JobInfo, ctype: str) -> dict | None:
-        for c in job.conditions:
-            if c.get("type") == ctype:
-                return c
-        return None
+__all__ = ["SessionResult", "check_config", "close_session", "open_session", "run_session"]

@@ -4,8 +4,8 @@ Nodes whose state is identical for every predicate and score — same
 allocatable, same used/releasing/pipelined amounts, same non-zero requests,
 same labels/taints/unschedulable flag, same "pod slots full" — form a *class*.
 A class is checked and scored once per task; its members differ only by
-name, and the tie-break is the smallest name (SEMANTICS S9: deterministic,
-where Volcano picks at random), so the class offers its first member.
+name, and the tie-break is the smallest name (deterministic, where Volcano
+picks at random), so the class offers its first member.
 
 What is computed, exactly (Volcano allocate.go + util/predicate_helper.go):
 1. Classes are visited fullest first (cpu + memory utilisation, descending).
@@ -28,32 +28,38 @@ nodes filled by identical pods has a handful of classes whatever its size.
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Iterable
 
 from phalanx.scheduler import resources as R
 from phalanx.scheduler.fit_errors import FitErrors, insufficient
-from phalanx.scheduler.snapshot import NodeInfo, TaskInfo, fullness
-
-if TYPE_CHECKING:
-    from phalanx.scheduler.framework import Session
+from phalanx.scheduler.info import ClassKey, JobInfo, NodeInfo, TaskInfo, fullness
 
 EPS = R.EPS
 
+Predicate = Callable[[TaskInfo, NodeInfo], str | None]
+Score = Callable[[TaskInfo, NodeInfo], float]
+
 
 class NodeIndex:
-    def __init__(self, ssn: "Session") -> None:
-        self.ssn = ssn
-        self.nodes = ssn.nodes
-        self.dims = ssn.dims
-        self.members: dict[tuple, list[int]] = {}
-        self.order: list[tuple] = []  # sorted (-fullness, class key)
-        self._sort_key: dict[tuple, tuple] = {}
-        self._sigs: dict[tuple, int] = {}
-        self._alloc_keys: dict[int, tuple] = {}
-        self._pred_cache: dict[tuple, str | None] = {}
-        self._score_cache: dict[tuple, float] = {}
-        self.num_to_find = ssn.config.num_feasible_nodes_to_find(len(self.nodes))
-        keys = sorted(referenced_label_keys(ssn))
+    """The session's nodes filed by class. ``predicate`` and ``score`` are the
+    session's combined plugin verdicts; ``label_keys`` the node labels any
+    task's constraints mention; ``num_to_find`` Volcano's sampling bound."""
+
+    def __init__(self, nodes: list[NodeInfo], dims: R.Dims, num_to_find: int, label_keys: Iterable[str],
+                 predicate: Predicate, score: Score) -> None:
+        self.nodes = nodes
+        self.dims = dims
+        self.predicate = predicate
+        self.score = score
+        self.members: dict[ClassKey, list[int]] = {}
+        self.order: list[tuple[float, ClassKey]] = []  # sorted (-fullness, class key)
+        self._sort_key: dict[ClassKey, tuple[float, ClassKey]] = {}
+        self._sigs: dict[tuple[Any, ...], int] = {}
+        self._alloc_keys: dict[int, tuple[Any, ...]] = {}
+        self._pred_cache: dict[tuple[int, int, bool], str | None] = {}
+        self._score_cache: dict[tuple[int, ClassKey], float] = {}
+        self.num_to_find = num_to_find
+        keys = sorted(label_keys)
         for n in self.nodes:
             # Only the labels some pod's constraints mention tell nodes apart
             # (every node has its own kubernetes.io/hostname).
@@ -65,11 +71,11 @@ class NodeIndex:
             self._add(n.idx, key, n)
 
     # ---- class bookkeeping ----
-    def _key(self, n: NodeInfo) -> tuple:
+    def _key(self, n: NodeInfo) -> ClassKey:
         return (self._alloc_keys[n.idx], n.ntasks >= n.max_pods, n.nz_cpu, n.nz_mem,
                 *n.used, *n.releasing, *n.pipelined)
 
-    def _add(self, idx: int, key: tuple, n: NodeInfo) -> None:
+    def _add(self, idx: int, key: ClassKey, n: NodeInfo) -> None:
         lst = self.members.get(key)
         if lst is None:
             self.members[key] = [idx]
@@ -79,7 +85,7 @@ class NodeIndex:
         else:
             bisect.insort(lst, idx)
 
-    def _remove(self, idx: int, key: tuple) -> None:
+    def _remove(self, idx: int, key: ClassKey) -> None:
         lst = self.members[key]
         if len(lst) == 1:
             del self.members[key]
@@ -110,15 +116,15 @@ class NodeIndex:
         try:
             return self._pred_cache[ck]
         except KeyError:
-            r = self._pred_cache[ck] = self.ssn.predicate(task, rep)
+            r = self._pred_cache[ck] = self.predicate(task, rep)
             return r
 
-    def _score(self, task: TaskInfo, rep: NodeInfo, key: tuple) -> float:
+    def _score(self, task: TaskInfo, rep: NodeInfo, key: ClassKey) -> float:
         ck = (task.spec_key, key)
         try:
             return self._score_cache[ck]
         except KeyError:
-            s = self._score_cache[ck] = self.ssn.node_score(task, rep)
+            s = self._score_cache[ck] = self.score(task, rep)
             return s
 
     def find(self, task: TaskInfo) -> tuple[NodeInfo, bool] | FitErrors:
@@ -147,7 +153,7 @@ class NodeIndex:
             if not ok:
                 continue
             if task.per_node:
-                passing = [m for m in members if not self.ssn.predicate(task, nodes[m])]
+                passing = [m for m in members if not self.predicate(task, nodes[m])]
                 if not passing:
                     continue
                 first, count = passing[0], len(passing)
@@ -183,18 +189,18 @@ class NodeIndex:
                 continue
             if task.per_node:
                 for m in members:
-                    fe.add(self.ssn.predicate(task, self.nodes[m]) or "node(s) resource fit failed")
+                    fe.add(self.predicate(task, self.nodes[m]) or "node(s) resource fit failed")
                 continue
             reason = self._predicate(task, rep)
             fe.add(reason or "node(s) resource fit failed", len(members))
         return fe
 
 
-def referenced_label_keys(ssn: "Session") -> set[str]:
+def referenced_label_keys(jobs: Iterable[JobInfo]) -> set[str]:
     """Node label keys named by the nodeSelector or node affinity of any task."""
     keys: set[str] = set()
     seen: set[int] = set()
-    for job in ssn.jobs.values():
+    for job in jobs:
         for t in job.tasks.values():
             if t.spec_key in seen:
                 continue

@@ -9,7 +9,7 @@ from phalanx.scheduler.fit_errors import (
     POD_REASON_UNSCHEDULABLE,
     sorted_histogram,
 )
-from phalanx.scheduler.snapshot import ALLOCATED, PENDING, PIPELINED, JobInfo, TaskInfo
+from phalanx.scheduler.info import ALLOCATED, PENDING, PIPELINED, JobInfo, TaskInfo
 
 
 def task_scheduling_reason(job: JobInfo, task: TaskInfo) -> tuple[str, str]:
@@ -48,8 +48,8 @@ def job_fit_error(job: JobInfo) -> str:
         # Volcano takes the first task of a Go map (random); Phalanx the
         # first task that failed in this session.
         for uid, fe in job.nodes_fit_errors.items():
-            t = job.tasks.get(uid)
-            if t is not None:
-                msg += f". Origin reason is {t.name}: {fe.error()}"
+            failed = job.tasks.get(uid)
+            if failed is not None:
+                msg += f". Origin reason is {failed.name}: {fe.error()}"
                 break
     return msg

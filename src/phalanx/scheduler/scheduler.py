@@ -4,7 +4,7 @@ write the session's decisions back.
 - Informers on Nodes, Queues, PodGroups and Pods feed the snapshots. A change
   that can alter a decision wakes the loop; bursts are coalesced (``debounce``,
   5 ms) and a safety tick runs a session every ``period`` (1 s) regardless
-  (SEMANTICS S9: Volcano only ticks every second).
+  (Volcano only ticks every second).
 - The ``root`` and ``default`` queues are created at start when missing.
 - Results are applied in order: bindings (``client.bind`` also marks the pod
   PodScheduled=True, as the apiserver's binding subresource does) and their
@@ -14,7 +14,7 @@ write the session's decisions back.
 - What we wrote is remembered until the informers show it, so a session that
   runs before the watch caught up neither re-binds a pod nor rewrites a status.
 - Identical events (same object, reason and message as last time) are not
-  emitted again (SEMANTICS S8 (c)).
+  emitted again.
 - A bad object or a failed write is logged and skipped, never fatal.
 """
 from __future__ import annotations
@@ -28,19 +28,19 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE, VOLCANO_VERSION
+from phalanx.client.interface import Client
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
-from phalanx.objects.meta import resource_version, serves
+from phalanx.objects.meta import Obj, meta, name_of, namespace_of, resource_version, serves
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.informer import Informer
 from phalanx.scheduler.cache import SnapshotCache
 from phalanx.scheduler.config import SchedulerConfig
-from phalanx.scheduler.session import SessionResult, check_config, run_session
+from phalanx.scheduler.framework import SessionResult, check_config, run_session
 from phalanx.scheduler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 MAX_RETRIES = 5
 EVENT_MEMORY = 8192
 ASSUME_TTL = 30.0  # seconds a bind we made is trusted before the watch shows it
@@ -55,12 +55,6 @@ def _monotonic() -> float:
         return asyncio.get_running_loop().time()
     except RuntimeError:
         return time.monotonic()
-
-
-
-def _meta(obj: Obj) -> dict:
-    m = obj.get("metadata")
-    return m if isinstance(m, dict) else {}
 
 
 def trim_pod(pod: Obj) -> Obj:
@@ -89,32 +83,34 @@ def trim_pod(pod: Obj) -> Obj:
             "metadata": pod.get("metadata") or {}, "spec": keep_spec, "status": keep_status}
 
 
-def _pod_signature(pod: Obj | None) -> tuple:
+def pod_signature(pod: Obj | None) -> tuple[Any, ...]:
+    """What of a pod can change a scheduling decision."""
     if pod is None:
         return ()
     spec = pod.get("spec") or {}
-    meta = _meta(pod)
-    return ((pod.get("status") or {}).get("phase"), spec.get("nodeName"), meta.get("deletionTimestamp"),
-            meta.get("generation"), (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name"))
+    m = meta(pod)
+    return ((pod.get("status") or {}).get("phase"), spec.get("nodeName"), m.get("deletionTimestamp"),
+            m.get("generation"), (m.get("annotations") or {}).get("scheduling.k8s.io/group-name"))
 
 
-def _node_signature(node: Obj | None) -> tuple:
+def node_signature(node: Obj | None) -> tuple[Any, ...]:
+    """What of a node can change a scheduling decision."""
     if node is None:
         return ()
     st = node.get("status") or {}
     ready = [c.get("status") for c in st.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"]
     spec = node.get("spec") or {}
     return (repr(st.get("allocatable")), repr(st.get("capacity")), tuple(ready), spec.get("unschedulable"),
-            repr(spec.get("taints")), repr(_meta(node).get("labels")))
+            repr(spec.get("taints")), repr(meta(node).get("labels")))
 
 
 class Scheduler:
     """``await Scheduler(client, clock).run()`` until ``stop()``."""
 
-    def __init__(self, client: Any, clock: Clock | None = None, config: SchedulerConfig | None = None,
+    def __init__(self, client: Client, clock: Clock | None = None, config: SchedulerConfig | None = None,
                  name: str = "volcano", *, debounce: float = 0.005, period: float = 1.0,
                  priority_classes: dict[str, int] | None = None,
-                 informer_factory: Callable[[Any, str], Any] | None = None) -> None:
+                 informer_factory: Callable[[Client, str], Any] | None = None) -> None:
         self.client = client
         self.clock = clock or Clock()
         self.config = config or SchedulerConfig(scheduler_name=name)
@@ -169,7 +165,7 @@ class Scheduler:
     async def _start_informers(self) -> None:
         factory = self._informer_factory
         if factory is None:
-            def factory(client: Any, kind: str) -> Any:
+            def factory(client: Client, kind: str) -> Any:
                 return Informer(client, kind, transform=trim_pod if kind == "Pod" else None)
         for kind in ("Node", "Queue", "PodGroup", "Pod"):
             inf = factory(self.client, kind)
@@ -183,9 +179,7 @@ class Scheduler:
         # hold once more for informers that do not replay their first list.
         for kind, inf in self._informers.items():
             for obj in inf.list():
-                meta = _meta(obj)
-                self._refeed(kind, meta.get("namespace") if kind in ("Pod", "PodGroup") else None,
-                             meta.get("name") or "")
+                self._refeed(kind, namespace_of(obj) if kind in ("Pod", "PodGroup") else None, name_of(obj))
 
     async def _stop_informers(self) -> None:
         for inf in self._informers.values():
@@ -196,8 +190,7 @@ class Scheduler:
 
     def _handler(self, kind: str) -> Callable[[str, Obj, Obj | None], None]:
         def on_event(type_: str, obj: Obj, old: Obj | None) -> None:
-            meta = _meta(obj)
-            self._refeed(kind, meta.get("namespace") if kind in ("Pod", "PodGroup") else None, meta.get("name") or "")
+            self._refeed(kind, namespace_of(obj) if kind in ("Pod", "PodGroup") else None, name_of(obj))
             if self._relevant(kind, type_, obj, old):
                 self._wake.set()
         return on_event
@@ -220,7 +213,7 @@ class Scheduler:
             assumed = self._assumed.get(key)
             if assumed is not None:
                 uid, node, at = assumed
-                if (_meta(obj).get("uid") != uid or (obj.get("spec") or {}).get("nodeName")
+                if (meta(obj).get("uid") != uid or (obj.get("spec") or {}).get("nodeName")
                         or _monotonic() - at > ASSUME_TTL):
                     del self._assumed[key]
                 else:
@@ -236,12 +229,12 @@ class Scheduler:
                 return serves(self._cache.scheduler_names, spec.get("schedulerName")) or bool(spec.get("nodeName"))
             return True
         if kind == "Pod":
-            return _pod_signature(obj) != _pod_signature(old)
+            return pod_signature(obj) != pod_signature(old)
         if kind == "Node":
-            return _node_signature(obj) != _node_signature(old)
+            return node_signature(obj) != node_signature(old)
         if kind == "PodGroup":
             return (obj.get("spec") != old.get("spec")
-                    or _meta(obj).get("deletionTimestamp") != _meta(old).get("deletionTimestamp"))
+                    or meta(obj).get("deletionTimestamp") != meta(old).get("deletionTimestamp"))
         if kind == "Queue":
             return (obj.get("spec") != old.get("spec")
                     or (obj.get("status") or {}).get("state") != (old.get("status") or {}).get("state"))
@@ -250,7 +243,7 @@ class Scheduler:
     async def ensure_default_queues(self) -> None:
         """Volcano newDefaultAndRootQueue: root (not reclaimable) then default,
         retried for up to 60 s."""
-        wanted = [
+        wanted: list[Obj] = [
             {"apiVersion": VOLCANO_VERSION, "kind": "Queue", "metadata": {"name": ROOT_QUEUE},
              "spec": {"weight": 1, "reclaimable": False}},
             {"apiVersion": VOLCANO_VERSION, "kind": "Queue", "metadata": {"name": DEFAULT_QUEUE},
@@ -286,19 +279,18 @@ class Scheduler:
             if now_mono - at > ASSUME_TTL:
                 self._refeed("Pod", ns, name)
         snap = self._cache.build()
-        self._cache.pod_cache.sweep()
+        self._cache.object_cache.sweep()
         for why in snap.skipped:
             log.warning("scheduler: skipped %s", why)
         return snap
 
     def _fresh(self, kind: str, obj: Obj) -> Obj:
         """The informer's copy, or what we wrote if the watch has not caught up."""
-        meta = _meta(obj)
-        key = (kind, meta.get("namespace"), meta.get("name") or "")
+        key = (kind, namespace_of(obj), name_of(obj))
         mine = self._written.get(key)
         if mine is None:
             return obj
-        if _meta(mine).get("uid") == meta.get("uid") and resource_version(mine) > resource_version(obj):
+        if meta(mine).get("uid") == meta(obj).get("uid") and resource_version(mine) > resource_version(obj):
             return mine
         del self._written[key]
         return obj
@@ -347,7 +339,7 @@ class Scheduler:
         except Exception as e:
             log.warning("scheduler: binding %s/%s to %s failed: %s", ns, name, node, e)
             return
-        uid = _meta(pod).get("uid") if pod else None
+        uid = meta(pod).get("uid") if pod else None
         self._assumed[(ns, name)] = (uid or "", node, _monotonic())
         self._refeed("Pod", ns, name)
         ref = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid or ""}
@@ -365,7 +357,7 @@ class Scheduler:
         current = self._current(kind, ns, name)
         if current is None:
             return
-        uid = _meta(current).get("uid")
+        uid = meta(current).get("uid")
         where = f"{ns}/{name}" if ns else name
         for _ in range(MAX_RETRIES):
             obj = copy.deepcopy(current)
@@ -376,7 +368,7 @@ class Scheduler:
                 return
             except Conflict:
                 current = await self._get(kind, name, ns)
-                if current is None or _meta(current).get("uid") != uid:
+                if current is None or meta(current).get("uid") != uid:
                     return
             except NotFound:
                 return
@@ -424,10 +416,9 @@ class Scheduler:
     def _remember(self, kind: str, obj: Obj | None) -> None:
         if not obj:
             return
-        meta = _meta(obj)
-        ns = meta.get("namespace") if kind != "Queue" else None
-        self._written[(kind, ns, meta.get("name") or "")] = obj
-        self._refeed(kind, ns, meta.get("name") or "")
+        ns = namespace_of(obj) if kind != "Queue" else None
+        self._written[(kind, ns, name_of(obj))] = obj
+        self._refeed(kind, ns, name_of(obj))
 
     async def _event(self, ref: dict, type_: str, reason: str, message: str) -> None:
         """Record unless it repeats the object's last event of that type and

@@ -1,347 +1,278 @@
-"""One scheduling cycle, as a pure function: snapshot in, decisions out.
+"""The session: what actions call and what plugins register on (Volcano framework/session.go).
 
-``run_session`` opens a Session (plugins register in tier order), runs the
-configured actions (enqueue, allocate, backfill), and closes it as Volcano's
-closeSession does: plugins write conditions, then every job's PodGroup status
-is recomputed (phase machine of reference/volcano.md A.1), pending tasks get
-their PodScheduled=False condition, and queue status is recomputed. Only what
-changed is returned; the shell writes it.
+``open`` lets each plugin register its callbacks, tier by tier; ``close`` lets
+each write its results. Actions know nothing about policy; they ask the
+session, and the session combines the callbacks with Volcano's rules
+(framework/session_plugins.go):
+
+- orders: the first plugin (tier and list order) that tells two objects apart
+  decides; here each plugin gives a sort key and keys are compared in order,
+  then creation time, then name (Volcano: UID, random across runs);
+- JobValid: the first failing plugin rejects;
+- JobReady, Allocatable, Predicate: AND over all plugins;
+- Overused: OR over all plugins;
+- JobEnqueueable, JobPipelined (votes +1/0/-1): any Reject -> False at once;
+  a tier with a Permit -> True without looking further; all abstain -> True;
+- node scores: the sum over plugins.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
 
-from phalanx.objects.clock import parse_time
+from phalanx.objects.clock import format_time
 from phalanx.scheduler import resources as R
-from phalanx.scheduler.actions import ACTIONS
 from phalanx.scheduler.config import SchedulerConfig
-from phalanx.scheduler.fit_errors import ALL_NODES_UNAVAILABLE
-from phalanx.scheduler.framework import Event, Session, pod_group_ref, pod_ref
-from phalanx.scheduler.plugins import PLUGINS
-from phalanx.scheduler.reasons import task_scheduling_reason
-from phalanx.scheduler.snapshot import (
-    ALLOCATED,
-    BINDING,
-    COMPLETED_STATUS,
-    PENDING,
-    PG_COMPLETED,
-    PG_INQUEUE,
-    PG_PENDING,
-    PG_RUNNING,
-    PG_UNKNOWN,
-    PIPELINED,
-    RELEASING,
-    RUNNING,
-    SCHEDULED_STATUS,
-    JobInfo,
-    Snapshot,
-)
+from phalanx.scheduler.info import JobInfo, NodeInfo, QueueInfo, TaskInfo
+from phalanx.scheduler.node_index import NodeIndex, referenced_label_keys
+from phalanx.scheduler.snapshot import Snapshot
 
-# Reasons with which an enqueue refusal is written (plugins set job.admission).
-ADMITTED = "Admitted"
-# A refusal whose message changes only in its figures (the queue's allocated and
-# inqueue amounts move with every other job) keeps its stored message this long.
-ADMISSION_MESSAGE_REFRESH = timedelta(seconds=30)
-_FIGURE = re.compile(r"\d+(?:\.\d+)?[A-Za-z]*")
-QUEUE_COUNT_FIELDS = {PG_PENDING: "pending", PG_RUNNING: "running", PG_UNKNOWN: "unknown",
-                      PG_INQUEUE: "inqueue", PG_COMPLETED: "completed"}
+PERMIT = 1
+ABSTAIN = 0
+REJECT = -1
+
+ObjectRef = dict[str, str]
+Event = tuple[ObjectRef, str, str, str]  # (involved object, type, reason, message)
 
 
-@dataclass
-class SessionResult:
-    bindings: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, node), commit order
-    podgroup_status: dict[tuple[str, str], dict] = field(default_factory=dict)
-    queue_status: dict[str, dict] = field(default_factory=dict)
-    pod_conditions: dict[tuple[str, str], dict] = field(default_factory=dict)
-    events: list[Event] = field(default_factory=list)
-    session_uid: str = ""
-    skipped: list[str] = field(default_factory=list)  # objects the snapshot could not read
-
-    @property
-    def empty(self) -> bool:
-        return not (self.bindings or self.podgroup_status or self.queue_status or self.pod_conditions or self.events)
+@dataclass(frozen=True)
+class ValidateResult:
+    passed: bool
+    reason: str = ""
+    message: str = ""
 
 
-def check_config(config: SchedulerConfig) -> None:
-    """Unknown action or plugin names are refused, naming the field."""
-    for a in config.actions:
-        if a not in ACTIONS:
-            raise ValueError(f"actions: unknown action {a!r}; known: {', '.join(ACTIONS)}")
-    for t, tier in enumerate(config.tiers):
-        for p in tier:
-            if p not in PLUGINS:
-                raise ValueError(f"tiers[{t}]: unknown plugin {p!r}; known: {', '.join(PLUGINS)}")
+class Plugin:
+    """A policy: registers callbacks at session open, writes results at close.
+    Plugin objects live for one session (no state between sessions)."""
+
+    name = ""
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+
+    def on_session_open(self, ssn: Session) -> None:
+        pass
+
+    def on_session_close(self, ssn: Session) -> None:
+        pass
 
 
-def run_session(snapshot: Snapshot, config: SchedulerConfig | None = None, now: datetime | None = None,
-                session_uid: str | None = None) -> SessionResult:
-    """Run enqueue/allocate/backfill over the snapshot (which it consumes)."""
-    if now is None:
-        raise ValueError("now is required (pure core: the caller owns the clock)")
-    config = config or SchedulerConfig()
-    check_config(config)
-    ssn = Session(snapshot, config, now, session_uid)
-    ssn.open_plugins([[PLUGINS[name](config) for name in tier] for tier in config.tiers])
-    for action in config.actions:
-        ACTIONS[action](ssn)
-    return close_session(ssn)
+def pod_group_ref(job: JobInfo) -> ObjectRef:
+    meta = job.podgroup.get("metadata") or {}
+    return {"apiVersion": job.podgroup.get("apiVersion") or "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup", "namespace": job.namespace, "name": job.name,
+            "uid": str(meta.get("uid") or "")}
 
 
-# ---------------------------------------------------------------- close
-
-def close_session(ssn: Session) -> SessionResult:
-    result = SessionResult(bindings=list(ssn.bindings), session_uid=ssn.uid, skipped=list(ssn.snapshot.skipped))
-    _admission_conditions(ssn)
-    ssn.close_plugins()
-    for key in sorted(ssn.jobs):
-        job = ssn.jobs[key]
-        _update_job(ssn, job, result)
-    _update_queues(ssn, result)
-    result.events = ssn.events
-    return result
+def pod_ref(task: TaskInfo) -> ObjectRef:
+    meta = task.pod.get("metadata") or {}
+    return {"apiVersion": "v1", "kind": "Pod", "namespace": task.namespace, "name": task.name,
+            "uid": str(meta.get("uid") or "")}
 
 
-def _original_phase(job: JobInfo) -> str:
-    return str((job.podgroup.get("status") or {}).get("phase") or "")
+class Session:
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: datetime,
+                 uid: str | None = None) -> None:
+        if snapshot.consumed:
+            raise ValueError("a Snapshot serves one session; build a new one")
+        snapshot.consumed = True
+        self.snapshot = snapshot
+        self.config = config
+        self.now = now
+        # transitionID of the conditions written by this session; derived from
+        # the time so that the same input gives the same output.
+        self.uid = uid or str(uuid.uuid5(uuid.NAMESPACE_URL, "phalanx-session:" + now.isoformat()))
+        self.now_str = format_time(now)
+        self.dims = snapshot.dims
+        self.jobs = snapshot.jobs
+        self.queues = snapshot.queues
+        self.nodes: list[NodeInfo] = snapshot.nodes
+        self.total_resource: list[float] = self.dims.zero()
+        for n in self.nodes:
+            R.add(self.total_resource, n.allocatable)
+        self.events: list[Event] = []
+        self.bindings: list[tuple[str, str, str]] = []
+        self.plugins: list[Plugin] = []
 
+        self._tier = 0
+        self._job_order: list[Callable[[JobInfo], Any]] = []
+        self._queue_order: list[Callable[[QueueInfo], Any]] = []
+        self._task_order: list[Callable[[TaskInfo], Any]] = []
+        self._job_valid: list[Callable[[JobInfo], ValidateResult | None]] = []
+        self._job_ready: list[Callable[[JobInfo], bool]] = []
+        self._job_pipelined: list[list[Callable[[JobInfo], int]]] = []
+        self._job_enqueueable: list[list[Callable[[JobInfo], int]]] = []
+        self._job_enqueued: list[Callable[[JobInfo], None]] = []
+        self._allocatable: list[Callable[[QueueInfo, TaskInfo], bool]] = []
+        self._overused: list[Callable[[QueueInfo], bool]] = []
+        self.predicate_fns: list[Callable[[TaskInfo, NodeInfo], str | None]] = []
+        self.node_order_fns: list[Callable[[TaskInfo, NodeInfo], float]] = []
+        self.allocate_handlers: list[Callable[[TaskInfo], None]] = []
+        self.deallocate_handlers: list[Callable[[TaskInfo], None]] = []
+        self.index = NodeIndex(self.nodes, self.dims, config.num_feasible_nodes_to_find(len(self.nodes)),
+                               referenced_label_keys(self.jobs.values()), self.predicate, self.node_score)
 
-def _admission_conditions(ssn: Session) -> None:
-    """Phalanx S8: a refused admission is visible on the PodGroup (condition;
-    the Warning event follows from it at close) and on its pods if they exist;
-    once admitted, that condition turns False."""
-    for key in sorted(ssn.jobs):
-        job = ssn.jobs[key]
-        if job.is_pending() and job.admission is not None:
-            reason, message = job.admission
-            message = _kept_admission_message(ssn, job, reason, message)
-            ssn.update_podgroup_condition(job, "Unschedulable", "True", reason, message)
-            job.unschedulable_this_session = True
-            job.job_fit_errors = message
-        elif job.phase == PG_INQUEUE and _original_phase(job) in ("", PG_PENDING):
-            cond = ssn.condition(job, "Unschedulable")
-            if cond is not None and cond.get("status") == "True":
-                ssn.update_podgroup_condition(job, "Unschedulable", "False", ADMITTED,
-                                              f'admitted to queue "{job.queue}"')
+    # ---------------------------------------------------------------- plugins
+    def open(self, tiers: list[list[Plugin]]) -> None:
+        """Volcano OpenSession: each plugin registers its callbacks, in tier order."""
+        for t, tier in enumerate(tiers):
+            self._tier = t
+            self._job_pipelined.append([])
+            self._job_enqueueable.append([])
+            for plugin in tier:
+                self.plugins.append(plugin)
+                plugin.on_session_open(self)
 
+    def close(self) -> None:
+        """Volcano CloseSession: each plugin writes its results, in the order they opened."""
+        for plugin in self.plugins:
+            plugin.on_session_close(self)
 
-def _kept_admission_message(ssn: Session, job: JobInfo, reason: str, message: str) -> str:
-    """The stored refusal message, when the new one says the same with other
-    figures and the stored one is younger than ADMISSION_MESSAGE_REFRESH.
+    # registration (called from Plugin.on_session_open)
+    def add_job_order_key(self, fn: Callable[[JobInfo], Any]) -> None:
+        self._job_order.append(fn)
 
-    Refusal messages quote the queue's live allocation, which moves whenever
-    any job starts or ends: rewriting every waiting PodGroup (and recording a
-    new event for it) on each such change made a burst of N waiting jobs cost
-    O(N) writes per scheduling cycle, O(N²) in all. Figures are now at most
-    that old; a change of reason, queue or resource is written at once."""
-    cond = ssn.condition(job, "Unschedulable")
-    if cond is None or cond.get("status") != "True" or cond.get("reason") != reason:
-        return message
-    old = cond.get("message")
-    if not isinstance(old, str) or old == message or _FIGURE.sub("#", old) != _FIGURE.sub("#", message):
-        return message
-    try:
-        written = parse_time(cond.get("lastTransitionTime"))
-    except (TypeError, ValueError, AttributeError):
-        written = None
-    if written is not None and (written.tzinfo is None) != (ssn.now.tzinfo is None):
-        written = written.replace(tzinfo=ssn.now.tzinfo)
-    if written is None or not (ssn.now - ADMISSION_MESSAGE_REFRESH < written <= ssn.now):
-        return message
-    return old
+    def add_queue_order_key(self, fn: Callable[[QueueInfo], Any]) -> None:
+        self._queue_order.append(fn)
 
+    def add_task_order_key(self, fn: Callable[[TaskInfo], Any]) -> None:
+        self._task_order.append(fn)
 
-def job_phase(job: JobInfo) -> str:
-    """Volcano framework/session.go#jobStatus (A.1 phase machine)."""
-    if job.count(RUNNING) and job.unschedulable_this_session:
-        return PG_UNKNOWN
-    scheduled = job.count(*SCHEDULED_STATUS)
-    scheduled += sum(1 for t in job.index.get(RELEASING, {}).values() if t.node_name)
-    if scheduled >= job.min_available:
-        if job.count(*COMPLETED_STATUS) == scheduled:
-            return PG_COMPLETED
-        return PG_RUNNING
-    if job.phase != PG_INQUEUE:
-        return PG_PENDING
-    return PG_INQUEUE
+    def add_job_valid_fn(self, fn: Callable[[JobInfo], ValidateResult | None]) -> None:
+        self._job_valid.append(fn)
 
+    def add_job_ready_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        self._job_ready.append(fn)
 
-def _normalized(status: dict) -> dict:
-    out = {k: v for k, v in status.items() if k not in ("conditions", "running", "succeeded", "failed")}
-    for k in ("running", "succeeded", "failed"):
-        if status.get(k):
-            out[k] = status[k]
-    conds = [{k: v for k, v in c.items() if k not in ("transitionID", "lastTransitionTime")}
-             for c in status.get("conditions") or [] if isinstance(c, dict)]
-    if conds:
-        out["conditions"] = conds
-    return out
+    def add_job_pipelined_fn(self, fn: Callable[[JobInfo], int]) -> None:
+        self._job_pipelined[self._tier].append(fn)
 
+    def add_job_enqueueable_fn(self, fn: Callable[[JobInfo], int]) -> None:
+        self._job_enqueueable[self._tier].append(fn)
 
-def _update_job(ssn: Session, job: JobInfo, result: SessionResult) -> None:
-    old = job.podgroup.get("status") or {}
-    if not isinstance(old, dict):
-        old = {}
-    phase = job_phase(job)
-    job.phase = phase
-    new: dict[str, Any] = {k: v for k, v in old.items() if k not in ("conditions", "running", "succeeded", "failed")}
-    new["phase"] = phase
-    for k, status in (("running", RUNNING), ("succeeded", "Succeeded"), ("failed", "Failed")):
-        n = job.count(status)
-        if n:
-            new[k] = n
-    if job.conditions:
-        new["conditions"] = job.conditions
-    changed = _normalized(new) != _normalized(old)
-    if changed:
-        result.podgroup_status[job.key] = new
+    def add_job_enqueued_fn(self, fn: Callable[[JobInfo], None]) -> None:
+        self._job_enqueued.append(fn)
 
-    if job.unschedulable_this_session and not job.gang_invalid:
-        ssn.record_podgroup_event(job, "Warning", "Unschedulable", job.job_fit_errors)
-    elif changed and phase in (PG_RUNNING, PG_COMPLETED):
-        ssn.record_podgroup_event(job, "Normal", "Scheduled", "pod group is ready")
+    def add_allocatable_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
+        self._allocatable.append(fn)
 
-    if job.gang_invalid:
-        return
-    for status in (ALLOCATED, PENDING, PIPELINED):
-        tasks = job.index.get(status)
-        if not tasks:
-            continue
-        for t in sorted(tasks.values(), key=lambda t: t.name):
-            reason, msg = task_scheduling_reason(job, t)
-            if not msg:
-                msg = job.job_fit_errors or ALL_NODES_UNAVAILABLE
-            current = _pod_condition(t.pod, "PodScheduled")
-            if (current is not None and current.get("status") == "False"
-                    and current.get("reason") == reason and current.get("message") == msg):
-                continue
-            since = current.get("lastTransitionTime") if current and current.get("status") == "False" else None
-            result.pod_conditions[t.key] = {
-                "type": "PodScheduled", "status": "False", "lastProbeTime": None,
-                "lastTransitionTime": since or ssn.now_str, "reason": reason, "message": msg,
-            }
-            ssn.record_event(pod_ref(t), "Warning", "FailedScheduling", msg)
+    def add_overused_fn(self, fn: Callable[[QueueInfo], bool]) -> None:
+        self._overused.append(fn)
 
+    def add_predicate_fn(self, fn: Callable[[TaskInfo, NodeInfo], str | None]) -> None:
+        """fn may read the task's requests/constraints and the node's labels,
+        taints, unschedulable flag and whether its pod slots are full — the
+        node index caches verdicts on exactly that."""
+        self.predicate_fns.append(fn)
 
-def is_settled(job: JobInfo) -> bool:
-    """True when a session can neither place, admit nor rewrite this job: no
-    task waits for a node, its PodGroup is past admission, its gang is ready
-    with ``Scheduled`` already written and nothing ``Unschedulable`` (or it
-    has no pods yet), and its stored status already says what ``_update_job``
-    would write. Such a job
-    only counts in sums (``Snapshot.settled``), so a session costs what its
-    waiting jobs cost, not what the whole cluster holds (SnapshotCache)."""
-    from phalanx.scheduler.plugins.gang import SCHEDULED, SCHEDULED_REASON, UNSCHEDULABLE
+    def add_node_order_fn(self, fn: Callable[[TaskInfo, NodeInfo], float]) -> None:
+        """fn may read the task's requests/constraints and the node's labels,
+        allocatable and accounting (used, non-zero used): the node index scores
+        each class of identical nodes once."""
+        self.node_order_fns.append(fn)
 
-    if job.admission is not None:
+    def add_event_handler(self, allocate: Callable[[TaskInfo], None] | None = None,
+                          deallocate: Callable[[TaskInfo], None] | None = None) -> None:
+        if allocate:
+            self.allocate_handlers.append(allocate)
+        if deallocate:
+            self.deallocate_handlers.append(deallocate)
+
+    # ---------------------------------------------------------------- combined votes
+    def job_order_key(self, job: JobInfo) -> tuple[Any, ...]:
+        return (*(fn(job) for fn in self._job_order), job.creation, job.namespace, job.name, job.uid)
+
+    def queue_order_key(self, queue: QueueInfo) -> tuple[Any, ...]:
+        return (*(fn(queue) for fn in self._queue_order), queue.creation, queue.name)
+
+    def task_order_key(self, task: TaskInfo) -> tuple[Any, ...]:
+        return (*(fn(task) for fn in self._task_order), task.index, task.creation, task.name, task.uid)
+
+    def job_valid(self, job: JobInfo) -> ValidateResult | None:
+        for fn in self._job_valid:
+            r = fn(job)
+            if r is not None and not r.passed:
+                return r
+        return None
+
+    def job_ready(self, job: JobInfo) -> bool:
+        for fn in self._job_ready:
+            if not fn(job):
+                return False
+        return True
+
+    @staticmethod
+    def _votes(tiers: list[list[Callable[[JobInfo], int]]], job: JobInfo) -> bool:
+        for tier in tiers:
+            permit = False
+            for fn in tier:
+                v = fn(job)
+                if v < 0:
+                    return False
+                if v > 0:
+                    permit = True
+            if permit:
+                return True
+        return True
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return self._votes(self._job_pipelined, job)
+
+    def job_enqueueable(self, job: JobInfo) -> bool:
+        return self._votes(self._job_enqueueable, job)
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        for fn in self._job_enqueued:
+            fn(job)
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        for fn in self._allocatable:
+            if not fn(queue, task):
+                return False
+        return True
+
+    def overused(self, queue: QueueInfo) -> bool:
+        for fn in self._overused:
+            if fn(queue):
+                return True
         return False
-    if job.count(PENDING, PIPELINED, ALLOCATED, BINDING):
-        return False
-    if job.phase in ("", PG_PENDING):
-        return False
-    if job.tasks:
-        # gang's close: a ready gang gets Scheduled=True (and Unschedulable=False), any other one Unschedulable
-        if job.phase == PG_INQUEUE or not (job.is_ready() and job.check_task_ready()):
-            return False
-        scheduled = unschedulable = None
+
+    def predicate(self, task: TaskInfo, node: NodeInfo) -> str | None:
+        for fn in self.predicate_fns:
+            reason = fn(task, node)
+            if reason:
+                return reason
+        return None
+
+    def node_score(self, task: TaskInfo, node: NodeInfo) -> float:
+        s = 0.0
+        for fn in self.node_order_fns:
+            s += fn(task, node)
+        return s
+
+    # ---------------------------------------------------------------- results
+    def record_event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        self.events.append((ref, type_, reason, message))
+
+    def record_podgroup_event(self, job: JobInfo, type_: str, reason: str, message: str) -> None:
+        self.record_event(pod_group_ref(job), type_, reason, message)
+
+    def update_podgroup_condition(self, job: JobInfo, ctype: str, status: str, reason: str,
+                                  message: str) -> None:
+        """Volcano UpdatePodGroupCondition: replace the condition of that type, or append."""
+        cond = {"type": ctype, "status": status, "transitionID": self.uid,
+                "lastTransitionTime": self.now_str, "reason": reason, "message": message}
+        for i, c in enumerate(job.conditions):
+            if c.get("type") == ctype:
+                job.conditions[i] = cond
+                return
+        job.conditions.append(cond)
+
+    def condition(self, job: JobInfo, ctype: str) -> dict[str, Any] | None:
         for c in job.conditions:
-            if c.get("type") == SCHEDULED:
-                scheduled = c
-            elif c.get("type") == UNSCHEDULABLE:
-                unschedulable = c
-        if (scheduled is None or scheduled.get("status") != "True" or scheduled.get("reason") != SCHEDULED_REASON
-                or (scheduled.get("message") or "") != ""):
-            return False
-        if unschedulable is not None and unschedulable.get("status") == "True":
-            return False
-    # (an admitted PodGroup whose pods do not exist yet has nothing to place: it waits for its job controller)
-    if job_phase(job) != job.phase:
-        return False
-    old = job.podgroup.get("status") or {}
-    if not isinstance(old, dict):
-        return False
-    new: dict[str, Any] = {k: v for k, v in old.items() if k not in ("running", "succeeded", "failed")}
-    for k, status in (("running", RUNNING), ("succeeded", "Succeeded"), ("failed", "Failed")):
-        n = job.count(status)
-        if n:
-            new[k] = n
-    return _normalized(new) == _normalized(old)
-
-
-def _pod_condition(pod: dict, ctype: str) -> dict | None:
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if isinstance(c, dict) and c.get("type") == ctype:
-            return c
-    return None
-
-
-def _update_queues(ssn: Session, result: SessionResult) -> None:
-    dims = ssn.dims
-    allocated = {name: dims.zero() for name in ssn.queues}
-    counts: dict[str, dict[str, int]] = {name: {} for name in ssn.queues}
-    for key in sorted(ssn.jobs):
-        job = ssn.jobs[key]
-        if job.queue not in allocated:
-            continue
-        field_name = QUEUE_COUNT_FIELDS.get(job.phase)
-        if field_name:
-            c = counts[job.queue]
-            c[field_name] = c.get(field_name, 0) + 1
-        # roll the job's allocation up to every ancestor, up to root
-        name: str | None = job.queue
-        seen: set[str] = set()
-        while name is not None and name in allocated and name not in seen:
-            seen.add(name)
-            R.add(allocated[name], job.allocated)
-            q = ssn.queues[name]
-            name = q.parent or ("root" if name != "root" else None)
-    for qname in sorted(ssn.snapshot.settled):
-        if qname not in allocated:
-            continue
-        tot = ssn.snapshot.settled[qname]
-        c = counts[qname]
-        for phase, n in tot.phases.items():
-            field_name = QUEUE_COUNT_FIELDS.get(phase)
-            if field_name:
-                c[field_name] = c.get(field_name, 0) + n
-        name = qname
-        seen = set()
-        while name is not None and name in allocated and name not in seen:
-            seen.add(name)
-            R.add(allocated[name], tot.allocated)
-            q = ssn.queues[name]
-            name = q.parent or ("root" if name != "root" else None)
-    for name in sorted(ssn.queues):
-        q = ssn.queues[name]
-        old = (q.queue.get("status") or {})
-        if not isinstance(old, dict):
-            old = {}
-        new = {k: v for k, v in old.items() if k not in QUEUE_COUNT_FIELDS.values()}
-        new["allocated"] = dims.to_resource_list(allocated[name])
-        for k, v in sorted(counts[name].items()):
-            new[k] = v
-        if not new.get("state"):
-            new["state"] = "Open"
-        if _queue_changed(dims, old, new, allocated[name]):
-            result.queue_status[name] = new
-
-
-def _queue_changed(dims: R.Dims, old: dict, new: dict, alloc: list[float]) -> bool:
-    for k in QUEUE_COUNT_FIELDS.values():
-        if (old.get(k) or 0) != (new.get(k) or 0):
-            return True
-    if old.get("state") != new.get("state"):
-        return True
-    old_alloc = old.get("allocated")
-    if not isinstance(old_alloc, dict) or set(old_alloc) != set(new["allocated"]):
-        return True
-    try:
-        return not R.equal(dims.from_resource_list(old_alloc), alloc)
-    except ValueError:
-        return True
-
-
-__all__ = ["run_session", "SessionResult", "close_session", "job_phase", "is_settled", "pod_group_ref",
-           "check_config"]
+            if c.get("type") == ctype:
+                return c
+        return None

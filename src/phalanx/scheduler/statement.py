@@ -8,15 +8,11 @@ and hands the binding out. All-or-nothing lives here and nowhere else.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from phalanx.scheduler.snapshot import ALLOCATED, BINDING, PENDING, PIPELINED, NodeInfo, TaskInfo
-
-if TYPE_CHECKING:
-    from phalanx.scheduler.framework import Session
+from phalanx.scheduler.info import ALLOCATED, BINDING, PENDING, PIPELINED, NodeInfo, TaskInfo
+from phalanx.scheduler.session import Session
 
 
-def _place(ssn: "Session", task: TaskInfo, node: NodeInfo, status: str) -> None:
+def _place(ssn: Session, task: TaskInfo, node: NodeInfo, status: str) -> None:
     task.job.update_task_status(task, status)
     task.node_name = node.name
     node.add_task(task, status)
@@ -25,7 +21,7 @@ def _place(ssn: "Session", task: TaskInfo, node: NodeInfo, status: str) -> None:
         h(task)
 
 
-def _unplace(ssn: "Session", task: TaskInfo, node: NodeInfo) -> None:
+def _unplace(ssn: Session, task: TaskInfo, node: NodeInfo) -> None:
     status = task.status
     node.remove_task(task, status)
     ssn.index.update(node)
@@ -36,7 +32,7 @@ def _unplace(ssn: "Session", task: TaskInfo, node: NodeInfo) -> None:
         h(task)
 
 
-def _dispatch(ssn: "Session", task: TaskInfo) -> None:
+def _dispatch(ssn: Session, task: TaskInfo) -> None:
     """Hand a placed task to the binder: Allocated -> Binding."""
     task.last_tx = None
     task.job.update_task_status(task, BINDING)
@@ -46,7 +42,7 @@ def _dispatch(ssn: "Session", task: TaskInfo) -> None:
 class Statement:
     __slots__ = ("ssn", "ops")
 
-    def __init__(self, ssn: "Session") -> None:
+    def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self.ops: list[tuple[TaskInfo, NodeInfo]] = []
 
@@ -72,7 +68,7 @@ class Statement:
         self.ops.clear()
 
 
-def session_allocate(ssn: "Session", task: TaskInfo, node: NodeInfo) -> None:
+def session_allocate(ssn: Session, task: TaskInfo, node: NodeInfo) -> None:
     """Volcano Session.Allocate (used by backfill): place at once, and bind
     every Allocated task of the job as soon as the job is ready."""
     _place(ssn, task, node, ALLOCATED)

@@ -1,12 +1,14 @@
 """Builders of the object dicts the scheduler reads, for tests and benchmarks.
 
-Shapes follow the real apiserver exchanges (k8s-golden 12, 14, 37, 45).
+Shapes follow what a real apiserver returns for these kinds.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_TASK_SPEC
+from phalanx.scheduler.snapshot import Snapshot
 
 T0 = "2026-01-01T00:00:00Z"
 
@@ -127,14 +129,12 @@ class World:
     stores PodGroup/Queue status and pod conditions. For multi-session tests."""
 
     def __init__(self, nodes: list[dict], queues: list[dict], podgroups: list[dict], pods: list[dict]) -> None:
-        import copy as _copy
-        self.nodes = _copy.deepcopy(nodes)
-        self.queues = _copy.deepcopy(queues)
-        self.podgroups = _copy.deepcopy(podgroups)
-        self.pods = _copy.deepcopy(pods)
+        self.nodes = copy.deepcopy(nodes)
+        self.queues = copy.deepcopy(queues)
+        self.podgroups = copy.deepcopy(podgroups)
+        self.pods = copy.deepcopy(pods)
 
-    def snapshot(self, **kw: Any) -> Any:
-        from phalanx.scheduler.snapshot import Snapshot
+    def snapshot(self, **kw: Any) -> Snapshot:
         return Snapshot.build(self.nodes, self.queues, self.podgroups, self.pods, **kw)
 
     def pod(self, name: str, namespace: str = "default") -> dict:

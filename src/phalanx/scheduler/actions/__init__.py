@@ -1,14 +1,12 @@
 """Actions run in order in every session; each only asks the session (never a plugin)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from phalanx.scheduler.actions import allocate, backfill, enqueue
+from phalanx.scheduler.session import Session
 
-if TYPE_CHECKING:
-    from phalanx.scheduler.framework import Session
-
-ACTIONS: dict[str, Callable[["Session"], None]] = {
+ACTIONS: dict[str, Callable[[Session], None]] = {
     "enqueue": enqueue.execute,
     "allocate": allocate.execute,
     "backfill": backfill.execute,

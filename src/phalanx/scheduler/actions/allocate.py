@@ -10,18 +10,15 @@ more tasks than its gang needs is pushed back and gets one more task per turn.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
 
 from phalanx.scheduler.actions.pq import PriorityQueue
 from phalanx.scheduler.fit_errors import FitErrors
-from phalanx.scheduler.snapshot import PENDING, PG_INQUEUE, JobInfo, QueueInfo, TaskInfo
+from phalanx.scheduler.info import PENDING, PG_INQUEUE, JobInfo, QueueInfo, TaskInfo
+from phalanx.scheduler.session import Session
 from phalanx.scheduler.statement import Statement
 
-if TYPE_CHECKING:
-    from phalanx.scheduler.framework import Session
 
-
-def execute(ssn: "Session") -> None:
+def execute(ssn: Session) -> None:
     enqueue_enabled = "enqueue" in ssn.config.actions
     queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key)
     seen: set[str] = set()
@@ -69,7 +66,7 @@ def execute(ssn: "Session") -> None:
         queues.push(queue)
 
 
-def _allocate_for_tasks(ssn: "Session", stmt: Statement, tasks: deque[TaskInfo], job: JobInfo,
+def _allocate_for_tasks(ssn: Session, stmt: Statement, tasks: deque[TaskInfo], job: JobInfo,
                         jobs: PriorityQueue[JobInfo], queue: QueueInfo) -> None:
     find = ssn.index.find
     while tasks:

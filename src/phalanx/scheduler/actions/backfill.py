@@ -6,18 +6,14 @@ Allocate, which binds the job's placed tasks as soon as its gang is ready.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from phalanx.scheduler.actions.pq import PriorityQueue
 from phalanx.scheduler.fit_errors import FitErrors
-from phalanx.scheduler.snapshot import PENDING, JobInfo, QueueInfo, TaskInfo
+from phalanx.scheduler.info import PENDING, JobInfo, QueueInfo, TaskInfo
+from phalanx.scheduler.session import Session
 from phalanx.scheduler.statement import session_allocate
 
-if TYPE_CHECKING:
-    from phalanx.scheduler.framework import Session
 
-
-def execute(ssn: "Session") -> None:
+def execute(ssn: Session) -> None:
     queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key)
     seen: set[str] = set()
     jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}

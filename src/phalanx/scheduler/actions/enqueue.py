@@ -8,16 +8,12 @@ on to the next one.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from phalanx.scheduler.actions.pq import PriorityQueue
-from phalanx.scheduler.snapshot import PG_INQUEUE, JobInfo, QueueInfo
-
-if TYPE_CHECKING:
-    from phalanx.scheduler.framework import Session
+from phalanx.scheduler.info import PG_INQUEUE, JobInfo, QueueInfo
+from phalanx.scheduler.session import Session
 
 
-def execute(ssn: "Session") -> None:
+def execute(ssn: Session) -> None:
     queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_order_key)
     seen: set[str] = set()
     jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}

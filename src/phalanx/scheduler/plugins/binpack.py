@@ -11,8 +11,8 @@ node's Used (bound, binding, allocated and releasing tasks; not pipelined).
 """
 from __future__ import annotations
 
-from phalanx.scheduler.framework import Plugin, Session
-from phalanx.scheduler.snapshot import NodeInfo, TaskInfo
+from phalanx.scheduler.info import NodeInfo, TaskInfo
+from phalanx.scheduler.session import Plugin, Session
 
 MAX_NODE_SCORE = 100.0
 

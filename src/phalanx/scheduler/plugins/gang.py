@@ -7,7 +7,7 @@ count); not-ready jobs are served before ready ones. At session close it
 writes the PodGroup condition: ``Scheduled`` when ready, else
 ``Unschedulable``/``NotEnoughResources`` with Volcano's message.
 
-Phalanx deviations (SEMANTICS S8/S9, reported to the user):
+Phalanx deviations from Volcano:
 - a job that fails JobValid (its pods are not all created yet) gets the
   JobValid reason and message instead of the gang message, and its pods get
   no PodScheduled=False condition (they are waiting for siblings, not unplaceable);
@@ -19,16 +19,21 @@ Phalanx deviations (SEMANTICS S8/S9, reported to the user):
 from __future__ import annotations
 
 from phalanx.scheduler.fit_errors import FitErrors
-from phalanx.scheduler.framework import PERMIT, REJECT, Plugin, Session, ValidateResult
+from phalanx.scheduler.info import (
+    ALLOCATED,
+    ALLOCATED_STATUS,
+    PENDING,
+    SCHEDULED,
+    SCHEDULED_REASON,
+    UNSCHEDULABLE,
+    JobInfo,
+)
 from phalanx.scheduler.reasons import job_fit_error
-from phalanx.scheduler.snapshot import ALLOCATED, ALLOCATED_STATUS, PENDING, JobInfo
+from phalanx.scheduler.session import PERMIT, REJECT, Plugin, Session, ValidateResult
 
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
 NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
-SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
-UNSCHEDULABLE = "Unschedulable"
-SCHEDULED = "Scheduled"
 
 
 def job_valid(job: JobInfo) -> ValidateResult | None:

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 
-from phalanx.scheduler.framework import Plugin, Session
+from phalanx.scheduler.info import NodeInfo, TaskInfo
 from phalanx.scheduler.plugins.predicates import match_node_selector_term
-from phalanx.scheduler.snapshot import NodeInfo, TaskInfo
+from phalanx.scheduler.session import Plugin, Session
 
 GPU = "nvidia.com/gpu"
 
@@ -60,10 +60,10 @@ class NodeOrderPlugin(Plugin):
                 fractions = []
                 idx = [0, 1] if gpu is None or task.resreq[gpu] == 0 else [0, 1, gpu]
                 for i in idx:
-                    a = node.allocatable[i]
-                    if a == 0:
+                    total = node.allocatable[i]
+                    if total == 0:
                         continue
-                    f = (node.used[i] + task.resreq[i]) / a
+                    f = (node.used[i] + task.resreq[i]) / total
                     fractions.append(1.0 if f > 1 else f)
                 std = 0.0
                 if len(fractions) == 2:

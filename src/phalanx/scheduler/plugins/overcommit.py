@@ -9,9 +9,9 @@ Inqueue, hence how many pods the job controllers create.
 from __future__ import annotations
 
 from phalanx.scheduler import resources as R
-from phalanx.scheduler.framework import PERMIT, REJECT, Plugin, Session
-from phalanx.scheduler.plugins.proportion import NOT_ENOUGH_RESOURCES, inqueue_claim
-from phalanx.scheduler.snapshot import JobInfo
+from phalanx.scheduler.info import JobInfo
+from phalanx.scheduler.plugins.proportion import NOT_ENOUGH_RESOURCES
+from phalanx.scheduler.session import PERMIT, REJECT, Plugin, Session
 
 DEFAULT_FACTOR = 1.2
 
@@ -31,7 +31,7 @@ class OvercommitPlugin(Plugin):
         idle = R.minus(scaled, used)
         inqueue = dims.zero()
         for key in sorted(ssn.jobs):
-            claim = inqueue_claim(ssn.jobs[key])
+            claim = ssn.jobs[key].inqueue_claim()
             if claim is not None:
                 R.add(inqueue, claim)
         for name in sorted(ssn.snapshot.settled):

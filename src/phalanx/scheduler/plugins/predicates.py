@@ -17,8 +17,8 @@ from phalanx.scheduler.fit_errors import (
     NODE_UNSCHEDULABLE,
     untolerated_taint,
 )
-from phalanx.scheduler.framework import Plugin, Session
-from phalanx.scheduler.snapshot import NodeInfo, TaskInfo
+from phalanx.scheduler.info import NodeInfo, TaskInfo
+from phalanx.scheduler.session import Plugin, Session
 
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 

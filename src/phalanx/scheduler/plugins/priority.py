@@ -7,7 +7,7 @@ Phalanx runs no preempt/reclaim action.
 """
 from __future__ import annotations
 
-from phalanx.scheduler.framework import Plugin, Session
+from phalanx.scheduler.session import Plugin, Session
 
 
 class PriorityPlugin(Plugin):

@@ -1,6 +1,6 @@
 """Plugin proportion: queue fairness and queue capability.
 
-Volcano plugins/proportion (reference/volcano.md A.2-A.3). Per queue with
+Volcano plugins/proportion/proportion.go. Per queue with
 jobs: ``allocated`` (tasks holding resources), ``request`` (allocated +
 pending), ``inqueue`` (what admitted jobs may still claim), ``elastic`` (what
 jobs hold beyond their minResources), ``realCapability = (cluster total -
@@ -15,7 +15,7 @@ all guarantees) + own guarantee``, clamped to ``spec.capability``.
 - queue order: spec.priority descending, then share ascending.
 
 On refusal, besides Volcano's event ("queue resource quota insufficient:
-insufficient cpu"), the job carries a readable reason (SEMANTICS S8):
+insufficient cpu"), the job carries a readable reason:
 ``queue "default" capability exceeded: cpu needed 4, allowed 2 (allocated 0, inqueue 0)``.
 """
 from __future__ import annotations
@@ -23,17 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from phalanx.scheduler import resources as R
-from phalanx.scheduler.framework import PERMIT, REJECT, Plugin, Session
-from phalanx.scheduler.snapshot import (
+from phalanx.scheduler.info import (
     ALLOCATED_STATUS,
     PENDING,
-    PG_INQUEUE,
-    PG_RUNNING,
-    SUCCEEDED,
     JobInfo,
     QueueInfo,
     TaskInfo,
 )
+from phalanx.scheduler.session import PERMIT, REJECT, Plugin, Session
 
 QUEUE_CAPABILITY_EXCEEDED = "QueueCapabilityExceeded"
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
@@ -52,20 +49,6 @@ class QueueAttr:
     real_capability: list[float] = field(default_factory=list)
     cluster_capability: list[float] = field(default_factory=list)
     share: float = 0.0
-
-
-def allocated_task_num(job: JobInfo) -> int:
-    return job.count(*ALLOCATED_STATUS, SUCCEEDED)
-
-
-def inqueue_claim(job: JobInfo) -> list[float] | None:
-    """What an admitted job may still claim: minResources not yet allocated
-    (for Inqueue jobs, and Running jobs whose gang is already placed)."""
-    if job.min_resources is None:
-        return None
-    if job.phase == PG_INQUEUE or (job.phase == PG_RUNNING and allocated_task_num(job) >= job.min_available):
-        return R.exceeded_part(job.min_resources, job.allocated)
-    return None
 
 
 class ProportionPlugin(Plugin):
@@ -92,18 +75,18 @@ class ProportionPlugin(Plugin):
                 elif status == PENDING:
                     for t in tasks.values():
                         R.add(attr.request, t.resreq)
-            claim = inqueue_claim(job)
+            claim = job.inqueue_claim()
             if claim is not None:
                 R.add(attr.inqueue, claim)
             R.add(attr.elastic, R.exceeded_part(job.allocated, job.min_resources or dims.zero()))
         for name in sorted(ssn.snapshot.settled):
-            q = ssn.queues.get(name)
-            if q is None:
+            queue = ssn.queues.get(name)
+            if queue is None:
                 continue
             tot = ssn.snapshot.settled[name]
             attr = attrs.get(name)
             if attr is None:
-                attr = attrs[name] = QueueAttr(q, dims.zero(), dims.zero(), dims.zero(), dims.zero(), dims.zero())
+                attr = attrs[name] = QueueAttr(queue, dims.zero(), dims.zero(), dims.zero(), dims.zero(), dims.zero())
             R.add(attr.allocated, tot.allocated)
             R.add(attr.request, tot.request)
             R.add(attr.inqueue, tot.inqueue)
