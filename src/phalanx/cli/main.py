@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from phalanx.api import registry
-from phalanx.cli import objects
+from phalanx.cli import cmdutil, objects
 from phalanx.cli.controlplane import export_line, running_endpoint, serve_forever, start_daemon, stop_daemon
 from phalanx.cli.controlplane import home as phalanx_home_dir
 from phalanx.cli.lazy import LazyConsole, lazy_module
@@ -23,11 +23,11 @@ from phalanx.objects.errors import ApiError
 asyncio = lazy_module("asyncio")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Run Kubeflow training jobs, gang-scheduled, on this machine.\n\n" + objects.EXIT_CODES_HELP)
+                  help="Run Kubeflow training jobs, gang-scheduled, on this machine.\n\n" + cmdutil.EXIT_CODES_HELP)
 err = LazyConsole(stderr=True, highlight=False, soft_wrap=True)
 out = LazyConsole(highlight=False, soft_wrap=True)
 
-EXIT_INVALID = objects.EXIT_INVALID
+EXIT_INVALID = cmdutil.EXIT_INVALID
 # Client rate limits of the cluster-mode processes (Volcano's scheduler defaults to 2000/2000,
 # client-go to 5/10; these suit a shared API server and keep gangs of hundreds of pods quick).
 DEFAULT_OPERATOR_QPS, DEFAULT_OPERATOR_BURST = 50.0, 100
@@ -37,7 +37,7 @@ DEFAULT_SCHEDULER_QPS, DEFAULT_SCHEDULER_BURST = 200.0, 400
 def _print_version(value: bool) -> None:
     if value:
         objects.version(client_only=False)
-        raise typer.Exit(objects.EXIT_OK)
+        raise typer.Exit(cmdutil.EXIT_OK)
 
 
 @app.callback()
@@ -78,7 +78,7 @@ def _load_and_check(path: str, namespace: str | None) -> list[dict]:
         try:
             admit(json.loads(json.dumps(d)))
         except ApiError as e:
-            err.print(objects.api_error_text(e, "creating", path), markup=False)
+            err.print(cmdutil.api_error_text(e, "creating", path), markup=False)
             failed = True
     if failed:
         raise typer.Exit(EXIT_INVALID)
@@ -288,7 +288,7 @@ def install(
             for ref, verb in await apply_objects(client, objs):
                 out.print(f"{ref} {verb}", markup=False)
         except ApiError as e:
-            err.print(objects.api_error_text(e), markup=False)
+            err.print(cmdutil.api_error_text(e), markup=False)
             return 1
         finally:
             await client.close()
@@ -299,8 +299,7 @@ def install(
 
 # ---------------------------------------------------------------- objects
 
-for _command in (objects.apply, objects.get, objects.describe, objects.logs, objects.delete, objects.patch,
-                 objects.edit, objects.version):
+for _command in objects.COMMANDS:
     app.command(_command.__name__)(_command)
 
 

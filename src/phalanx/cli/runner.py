@@ -17,10 +17,10 @@ from rich.console import Console
 from phalanx.api import registry
 from phalanx.api.admission import admit
 from phalanx.cli import printers
+from phalanx.cli.cmdutil import api_error_text
+from phalanx.cli.cmdutil import ref as resource_ref
 from phalanx.cli.controlplane import AlreadyServed, RunLease, ServedCluster, export_line, running_endpoint
 from phalanx.cli.controlplane import home as phalanx_home_dir
-from phalanx.cli.objects import api_error_text
-from phalanx.cli.objects import ref as resource_ref
 from phalanx.objects.errors import ApiError, NotFound
 from phalanx.objects.watch import WatchEvent
 
