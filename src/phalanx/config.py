@@ -167,7 +167,7 @@ def parse_config(data: object, source: str = "cluster config") -> ClusterConfig:
             if bad:
                 raise ConfigError(f"{where}: unknown field(s) {sorted(bad)}")
             name = n.get("name")
-            if not is_dns_label(name):
+            if not isinstance(name, str) or not is_dns_label(name):
                 raise ConfigError(f"{where}.name: must be a DNS label (lower case alphanumerics and '-')")
             if name in seen:
                 raise ConfigError(f"{where}.name: duplicate node name {name!r}")

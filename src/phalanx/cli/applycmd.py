@@ -76,7 +76,8 @@ def load_documents(files: list[str], namespace: str | None) -> list[tuple[str, d
             fail(f"error: {e.message}", EXIT_INVALID)
         for d in docs:
             kind, api_version = d.get("kind"), d.get("apiVersion")
-            md = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+            raw_md = d.get("metadata")
+            md = raw_md if isinstance(raw_md, dict) else {}
             if not kind or not api_version:
                 fail(f"error: error validating \"{f}\": error validating data: "
                      f"[{'apiVersion not set' if not api_version else ''}"

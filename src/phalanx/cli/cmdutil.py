@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 import typer
 
@@ -13,9 +13,11 @@ from phalanx.api import registry
 from phalanx.cli import printers
 from phalanx.cli.controlplane import home as phalanx_home_dir
 from phalanx.cli.controlplane import read_endpoint
-from phalanx.client.rest import RestClient
 from phalanx.client.wire import Unreachable
 from phalanx.objects.errors import ApiError
+
+if TYPE_CHECKING:
+    from phalanx.client.rest import RestClient  # loaded when a command connects (Endpoint.rest)
 
 EXIT_OK, EXIT_ERROR, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 error (or the job Failed); 2 invalid input; "

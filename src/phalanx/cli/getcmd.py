@@ -4,7 +4,7 @@ and with ``-w`` the rows of each change as it is watched.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -24,8 +24,10 @@ from phalanx.cli.cmdutil import (
     say,
     warn,
 )
-from phalanx.client.rest import RestClient
 from phalanx.objects.errors import ApiError, NotFound
+
+if TYPE_CHECKING:
+    from phalanx.client.rest import RestClient  # loaded when a command connects (Endpoint.rest)
 
 OUTPUT_FORMATS = "custom-columns,json,jsonpath,name,wide,yaml"
 
@@ -88,7 +90,7 @@ def _get_targets(args: list[str]) -> list[tuple[registry.ResourceType, list[str]
             else:
                 out.append((rt, [name]))
         return out
-    kinds = []
+    kinds: list[registry.ResourceType] = []
     for k in args[0].split(","):
         if not k:
             continue
@@ -207,8 +209,8 @@ def _get(args: list[str], watch: bool, out: Output, namespace: str, all_namespac
             rt0 = targets[0][0]
             where = f" in {namespace} namespace" if rt0.namespaced and not all_namespaces else ""
             warn(f"No resources found{where}.")
-        for e in errors:
-            warn(e)
+        for msg in errors:
+            warn(msg)
         if watch:
             _watch(client, targets[0][0], targets[0][1], groups[0][1], rv, out, namespace, all_namespaces,
                    selector, no_headers)

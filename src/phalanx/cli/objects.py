@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 import yaml
@@ -42,9 +42,11 @@ from phalanx.cli.cmdutil import (
 from phalanx.cli.controlplane import home as phalanx_home_dir
 from phalanx.cli.controlplane import read_endpoint
 from phalanx.cli.getcmd import get
-from phalanx.client.rest import RestClient
 from phalanx.client.wire import Unreachable
 from phalanx.objects.errors import ApiError, NotFound
+
+if TYPE_CHECKING:
+    from phalanx.client.rest import RestClient  # loaded when a command connects (Endpoint.rest)
 
 # ---------------------------------------------------------------- describe
 

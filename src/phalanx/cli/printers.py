@@ -303,7 +303,7 @@ def custom_columns_rows(cols: list[tuple[str, str]], objs: Iterable[Obj]) -> lis
     return rows
 
 
-def _natural_key(s: str) -> list[tuple[int, Any]]:
+def _natural_key(s: str) -> list[tuple[int, int | str, int]]:
     """Natural order as kubectl's sortorder.NaturalLess: digit runs compare as numbers."""
     return [(0, int(t), len(t)) if t.isdigit() else (1, t, 0) for t in re.split(r"(\d+)", s) if t != ""]
 

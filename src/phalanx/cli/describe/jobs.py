@@ -62,7 +62,8 @@ def _pod_restarts(w: PrefixWriter, level: int, value: Any) -> None:
     entries = {k: v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
 
     def counted(e: dict) -> bool:  # bookkeeping-only entries (uid, failing, ...) are not shown
-        cs = e.get("containers") if isinstance(e.get("containers"), dict) else {}
+        cs = e.get("containers")
+        cs = cs if isinstance(cs, dict) else {}
         return bool(e.get("failureCounted")) or any(isinstance(n, int) and n > 0 for n in cs.values())
 
     entries = {k: v for k, v in entries.items() if counted(v)}
@@ -71,7 +72,8 @@ def _pod_restarts(w: PrefixWriter, level: int, value: Any) -> None:
     w.write(level, "Pod Restarts:\n")
     for pod in sorted(entries):
         e = entries[pod]
-        containers = e.get("containers") if isinstance(e.get("containers"), dict) else {}
+        containers = e.get("containers")
+        containers = containers if isinstance(containers, dict) else {}
         parts = [f"{c}={go_value(containers[c])}" for c in sorted(containers)]
         if e.get("failureCounted"):
             parts.append("pod failure counted")
