@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.e2e.test_cli_controlplane import job_file, cli, wait_cli
+from tests.e2e.test_cli_controlplane import cli, job_file, wait_cli
 
 pytestmark = pytest.mark.e2e
 KUBECTL = "/usr/bin/kubectl"

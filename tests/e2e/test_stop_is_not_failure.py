@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.e2e.test_cli_controlplane import job_file, cli, wait_cli
+from tests.e2e.test_cli_controlplane import cli, job_file, wait_cli
 
 pytestmark = pytest.mark.e2e
 
