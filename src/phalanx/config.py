@@ -43,9 +43,8 @@ from phalanx.api.constants import DEFAULT_SCHEDULER_NAME, SCHEDULER_NAME
 from phalanx.node.gpus import detect_gpus
 from phalanx.node.home import phalanx_home
 from phalanx.node.pyenv import PythonEnvironment, check_prefix
+from phalanx.objects.names import is_dns_label
 from phalanx.objects.quantity import parse_quantity
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class ConfigError(ValueError):
@@ -120,7 +119,7 @@ def _fmt_cpu(cpu: float) -> str:
 def default_node_name() -> str:
     host = socket.gethostname().split(".")[0].lower()
     host = re.sub(r"[^a-z0-9-]", "-", host).strip("-")[:63] or "local"
-    return host if _DNS_LABEL.match(host) else "local"
+    return host if is_dns_label(host) else "local"
 
 
 def default_config(cpu_overcommit: float = 8.0) -> ClusterConfig:
@@ -168,7 +167,7 @@ def parse_config(data: object, source: str = "cluster config") -> ClusterConfig:
             if bad:
                 raise ConfigError(f"{where}: unknown field(s) {sorted(bad)}")
             name = n.get("name")
-            if not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > 63:
+            if not isinstance(name, str) or not is_dns_label(name):
                 raise ConfigError(f"{where}.name: must be a DNS label (lower case alphanumerics and '-')")
             if name in seen:
                 raise ConfigError(f"{where}.name: duplicate node name {name!r}")

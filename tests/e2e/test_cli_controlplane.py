@@ -53,7 +53,7 @@ def env(tmp_path):
     cli(e, "down", check=False, timeout=60)
 
 
-def _job_file(tmp_path: Path, seconds: float) -> Path:
+def job_file(tmp_path: Path, seconds: float) -> Path:
     doc = yaml.safe_load((ROOT / "examples" / "pytorchjob.yaml").read_text())
     for spec in doc["spec"]["pytorchReplicaSpecs"].values():
         c = spec["template"]["spec"]["containers"][0]
@@ -68,7 +68,7 @@ def test_p2_through_the_cli(env, tmp_path):
     assert api["url"].startswith("https://127.0.0.1:")
     assert oct((Path(env["PHALANX_HOME"]) / "api.json").stat().st_mode & 0o777) == "0o600"
     cli(env, "patch", "q", "default", "-p", '{"spec":{"capability":{"cpu":2}}}')
-    r = cli(env, "apply", "-f", str(_job_file(tmp_path, 1)))
+    r = cli(env, "apply", "-f", str(job_file(tmp_path, 1)))
     assert r.stdout.strip() == "pytorchjob.kubeflow.org/pytest created"
     text = wait_cli(env, ["describe", "pytorchjob", "pytest"], lambda out: 'queue "default"' in out,
                     10, "describe to say why the job waits")

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.e2e.test_cli_controlplane import _job_file, cli, wait_cli
+from tests.e2e.test_cli_controlplane import cli, job_file, wait_cli
 
 pytestmark = pytest.mark.e2e
 KUBECTL = "/usr/bin/kubectl"
@@ -25,7 +25,7 @@ def kubectl(env, *args):
 
 
 def test_output_formats_match_kubectl(env, tmp_path):
-    cli(env, "apply", "-f", str(_job_file(tmp_path, 30)))
+    cli(env, "apply", "-f", str(job_file(tmp_path, 30)))
     for args in (["get", "q,ns"], ["get", "q", "-o", "name"], ["get", "q", "--show-labels"],
                  ["get", "q", "-o", "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}"],
                  ["get", "q", "-o", "jsonpath={.items[?(@.spec.parent==\"root\")].metadata.name}"],
@@ -85,7 +85,7 @@ def test_describe_shows_only_its_own_events_and_version(env):
 
 
 def test_logs_without_a_control_plane(env, tmp_path):
-    doc = yaml.safe_load(_job_file(tmp_path, 0).read_text())
+    doc = yaml.safe_load(job_file(tmp_path, 0).read_text())
     doc["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"] = [
         "sh", "-c", "echo one; echo two"]
     doc["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 1

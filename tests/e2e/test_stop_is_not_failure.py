@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.e2e.test_cli_controlplane import _job_file, cli, wait_cli
+from tests.e2e.test_cli_controlplane import cli, job_file, wait_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +32,7 @@ def state(env) -> str:
 
 
 def test_down_and_up_with_a_job_mid_run_recreates_its_pods_and_counts_nothing(env, tmp_path):
-    cli(env, "apply", "-f", str(_job_file(tmp_path, 6)))
+    cli(env, "apply", "-f", str(job_file(tmp_path, 6)))
     wait_cli(env, ["get", "po"], lambda o: o.count("Running") == 4, timeout=60, what="4 pods Running")
     before = {n: p["metadata"]["uid"] for n, p in pods(env).items()}
     assert sorted(before) == PODS

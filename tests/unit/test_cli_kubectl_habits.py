@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from phalanx.cli import applyconfig, jsonpath, printers
-from phalanx.cli.objects import manifest_files
+from phalanx.cli.applycmd import manifest_files
 
 LIST = {"apiVersion": "v1", "kind": "List", "items": [
     {"kind": "Queue", "apiVersion": "scheduling.volcano.sh/v1beta1",

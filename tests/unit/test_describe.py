@@ -8,15 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import yaml
 
-from phalanx.cli.describe import (
-    camelcase_split,
-    describe,
-    format_quantity,
-    parse_quantity,
-    rfc1123z,
-    smart_label,
-    waiting_reason,
-)
+from phalanx.cli.describe import describe
+from phalanx.cli.describe.common import BINARY_SI, canonical_quantity, quantity_value, rfc1123z
+from phalanx.cli.describe.unstructured import camelcase_split, smart_label
+from phalanx.cli.describe.volcano import waiting_reason
 
 
 def T(s: str) -> datetime:
@@ -689,18 +684,18 @@ def test_rfc1123z_uses_the_zone_of_now_and_go_zero_time():
 
 
 def test_quantities():
-    assert parse_quantity("100Mi") == (104857600, "BinarySI")
-    assert parse_quantity("1.5") == (parse_quantity("1500m")[0], "DecimalSI")
-    assert parse_quantity("2e3")[0] == 2000
-    assert parse_quantity(4) == (4, "DecimalSI")
-    assert parse_quantity("lots") is None
-    assert parse_quantity(True) is None
-    assert format_quantity(parse_quantity("1.1")[0]) == "1100m"
-    assert format_quantity(parse_quantity("200Mi")[0], "BinarySI") == "200Mi"
-    assert format_quantity(parse_quantity("1Gi")[0] * 3, "BinarySI") == "3Gi"
-    assert format_quantity(parse_quantity("3")[0]) == "3"
-    assert format_quantity(parse_quantity("1000")[0]) == "1k"
-    assert format_quantity(parse_quantity("0")[0]) == "0"
+    assert quantity_value("100Mi") == 104857600
+    assert quantity_value("1.5") == quantity_value("1500m")
+    assert quantity_value("2e3") == 2000
+    assert quantity_value(4) == 4
+    assert quantity_value("lots") is None
+    assert quantity_value(True) is None
+    assert canonical_quantity(quantity_value("1.1")) == "1100m"
+    assert canonical_quantity(quantity_value("200Mi"), BINARY_SI) == "200Mi"
+    assert canonical_quantity(quantity_value("1Gi") * 3, BINARY_SI) == "3Gi"
+    assert canonical_quantity(quantity_value("3")) == "3"
+    assert canonical_quantity(quantity_value("1000")) == "1k"
+    assert canonical_quantity(quantity_value("0")) == "0"
 
 
 def test_qos_class_computed_when_status_lacks_it():

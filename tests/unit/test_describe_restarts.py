@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import copy
 
-from phalanx.cli.describe import describe, has_restart_accounting
+from phalanx.cli.describe import describe
+from phalanx.cli.describe.jobs import has_restart_accounting
 from tests.unit.test_describe import GOLDEN_18, JOB, JOB_EVENTS, NOW
 
 

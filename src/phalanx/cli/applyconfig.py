@@ -7,7 +7,7 @@ import copy
 import json
 from typing import Any
 
-from phalanx.cli.printers import compact_json
+from phalanx.cli.gojson import compact_json
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 FIELD_MANAGER = "kubectl-client-side-apply"  # kubectl's, so a later `kubectl apply` owns the same fields

@@ -19,9 +19,10 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from phalanx.api.registry import JOB_KINDS
+from phalanx.client.interface import Client
 from phalanx.client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
 from phalanx.client.kubeconfig import resolve
 from phalanx.client.scoped import NamespaceScoped
@@ -114,7 +115,7 @@ def local_runtime_from_nodes(nodes: list[dict]) -> bool:
     return bool(nodes) and all(is_phalanx_node(n) for n in nodes)
 
 
-async def detect_local_runtime(client: Any, retry_cap: float = 5.0) -> bool:
+async def detect_local_runtime(client: Client, retry_cap: float = 5.0) -> bool:
     """``--local-runtime auto``: read the Nodes; cluster mode when the server refuses
     (no RBAC for Nodes). An unreachable server is waited for, not taken as an answer."""
     delay = 0.2
@@ -152,7 +153,7 @@ def reconcile_options(gang_scheduler: str | None, local_runtime: bool, *, cluste
                             mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
 
 
-async def podgroup_crd_missing(client: Any) -> str | None:
+async def podgroup_crd_missing(client: Client) -> str | None:
     """The original exits when the PodGroup CRD is missing (``validateCRD``); say why."""
     try:
         await client.list("PodGroup", "default")
@@ -164,7 +165,7 @@ async def podgroup_crd_missing(client: Any) -> str | None:
     return None
 
 
-async def run_until_signalled(start: Callable[[], Awaitable[Any]], stop: Callable[[], Any],
+async def run_until_signalled(start: Callable[[], Coroutine[Any, Any, Any]], stop: Callable[[], Any],
                               stop_event: asyncio.Event | None = None) -> None:
     """Run ``start()`` until SIGTERM/SIGINT (or ``stop_event``), then ``stop()``."""
     event = stop_event or asyncio.Event()
@@ -208,7 +209,7 @@ async def run_operator(conn: Connection, settings: OperatorSettings, say: Callab
     """The job controller until signalled; 1 when it cannot start."""
     client = conn.client("training-operator")
     try:
-        scoped: Any = NamespaceScoped(client, settings.namespace) if settings.namespace else client
+        scoped: Client = NamespaceScoped(client, settings.namespace) if settings.namespace else client
         if settings.local_runtime == "auto":
             local = await detect_local_runtime(client)
         else:

@@ -33,13 +33,18 @@ from phalanx.config import ClusterConfig, load_config, make_private_dir
 from phalanx.node.home import phalanx_home
 
 if TYPE_CHECKING:
+    import asyncio
+    import logging
+
+    from aiohttp.web import AppRunner
+
     from phalanx.client.http import HttpClient
     from phalanx.client.rest import RestClient
     from phalanx.cluster import EmbeddedCluster
-
-# Used by the control plane only, not by the commands that merely find it.
-asyncio = lazy_module("asyncio")
-logging = lazy_module("logging")
+else:
+    # Used by the control plane only, not by the commands that merely find it.
+    asyncio = lazy_module("asyncio")
+    logging = lazy_module("logging")
 
 API_FILE = "api.json"
 KUBECONFIG_FILE = "kubeconfig"
@@ -60,13 +65,13 @@ class Endpoint:
 
     def client(self) -> "HttpClient":
         """An HttpClient for this endpoint (verifying the server with its CA)."""
-        from phalanx.client.http import HttpClient
+        from phalanx.client.http import HttpClient  # lazy for start-up speed: aiohttp is for `run` only
 
         return HttpClient(self.url, self.token, ca_cert=self.ca)
 
     def rest(self) -> "RestClient":
         """A blocking RestClient for this endpoint (what the CLI's object commands use)."""
-        from phalanx.client.rest import RestClient
+        from phalanx.client.rest import RestClient  # lazy for start-up speed: commands that connect only
 
         return RestClient(self.url, self.token, ca_cert=self.ca)
 
@@ -240,7 +245,7 @@ def export_line(home: Path) -> str:
 
 def _access_logger(home: Path) -> logging.Logger:
     """A logger writing one line per API request to ``api-access.log`` (rotated)."""
-    import logging.handlers
+    import logging.handlers  # lazy for start-up speed, as `logging` itself
 
     logger = logging.getLogger(f"phalanx.server.access.{os.getpid()}.{id(home)}")
     logger.setLevel(logging.INFO)
@@ -281,7 +286,7 @@ class ServedCluster:
         self.cluster: EmbeddedCluster | None = None  # made once the home is locked: one opens the state
         self.port = port
         self.token = secrets.token_urlsafe(32)
-        self._runner = None
+        self._runner: AppRunner | None = None
         self._access_log: logging.Logger | None = None
         self.endpoint: Endpoint | None = None
         self._signals: list[int] = []
@@ -290,13 +295,14 @@ class ServedCluster:
 
     async def start(self) -> Endpoint:
         """Start the cluster, serve HTTPS on 127.0.0.1, write api.json and the kubeconfig."""
+        # Lazy for start-up speed: the server, TLS and the cluster load for the commands that host one only.
         from phalanx.server.app import make_app, serve
         from phalanx.server.tls import ensure_tls, ssl_context, write_kubeconfig
 
         make_private_dir(self.home)
         if not await self._lock.acquire(self.lock_wait):
             raise AlreadyServed(f"another control plane (pid {self._lock.holder()}) serves {self.home}")
-        from phalanx.cluster import EmbeddedCluster  # loaded by the commands that start a control plane only
+        from phalanx.cluster import EmbeddedCluster  # lazy for start-up speed, as above
 
         config, controllers, scheduler = self._cluster_args
         self.cluster = EmbeddedCluster(self.home, config, controllers=controllers, scheduler=scheduler)

@@ -16,16 +16,21 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import List, NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, List, NoReturn, Optional, Sequence
 
 import typer
 
 from phalanx.cli.lazy import lazy_module
 from phalanx.node.names import check_dns_label, check_dns_subdomain
 
-# Loaded when `phalanx exec` runs, not whenever the CLI starts.
-argparse = lazy_module("argparse")
-execctx = lazy_module("phalanx.node.execctx")
+if TYPE_CHECKING:
+    import argparse
+
+    from phalanx.node import execctx
+else:
+    # Loaded when `phalanx exec` runs, not whenever the CLI starts.
+    argparse = lazy_module("argparse")
+    execctx = lazy_module("phalanx.node.execctx")
 
 POLL_INTERVAL = 0.1
 EXIT_ERROR = 1

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from phalanx.cli.printers import compact_json
+from phalanx.cli.gojson import compact_json
 
 _SLICE = re.compile(r"^(-?\d*)(:-?\d*)?(:-?\d*)?$")
 _DICT_KEY = re.compile(r"^'([^']*)'$")

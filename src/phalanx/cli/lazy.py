@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib.util
 import sys
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def lazy_module(name: str) -> ModuleType:
@@ -29,11 +32,16 @@ class LazyConsole:
 
     def __init__(self, **kwargs: Any) -> None:
         self._kwargs = kwargs
-        self._console: Any = None
+        self._console: Console | None = None
 
-    def __getattr__(self, attr: str) -> Any:
+    @property
+    def console(self) -> Console:
+        """The Console itself, made now if it is not yet."""
         if self._console is None:
-            from rich.console import Console
+            from rich.console import Console  # lazy for start-up speed: rich is the CLI's heaviest import
 
             self._console = Console(**self._kwargs)
-        return getattr(self._console, attr)
+        return self._console
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.console, attr)

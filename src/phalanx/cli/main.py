@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
 from phalanx.api import registry
-from phalanx.cli import objects
+from phalanx.cli import cmdutil, objects
 from phalanx.cli.controlplane import export_line, running_endpoint, serve_forever, start_daemon, stop_daemon
 from phalanx.cli.controlplane import home as phalanx_home_dir
 from phalanx.cli.lazy import LazyConsole, lazy_module
@@ -23,11 +23,11 @@ from phalanx.objects.errors import ApiError
 asyncio = lazy_module("asyncio")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Run Kubeflow training jobs, gang-scheduled, on this machine.\n\n" + objects.EXIT_CODES_HELP)
+                  help="Run Kubeflow training jobs, gang-scheduled, on this machine.\n\n" + cmdutil.EXIT_CODES_HELP)
 err = LazyConsole(stderr=True, highlight=False, soft_wrap=True)
 out = LazyConsole(highlight=False, soft_wrap=True)
 
-EXIT_INVALID = objects.EXIT_INVALID
+EXIT_INVALID = cmdutil.EXIT_INVALID
 # Client rate limits of the cluster-mode processes (Volcano's scheduler defaults to 2000/2000,
 # client-go to 5/10; these suit a shared API server and keep gangs of hundreds of pods quick).
 DEFAULT_OPERATOR_QPS, DEFAULT_OPERATOR_BURST = 50.0, 100
@@ -37,7 +37,7 @@ DEFAULT_SCHEDULER_QPS, DEFAULT_SCHEDULER_BURST = 200.0, 400
 def _print_version(value: bool) -> None:
     if value:
         objects.version(client_only=False)
-        raise typer.Exit(objects.EXIT_OK)
+        raise typer.Exit(cmdutil.EXIT_OK)
 
 
 @app.callback()
@@ -50,7 +50,7 @@ def _root(
 
 # ---------------------------------------------------------------- helpers
 
-def _fail(msg: str, code: int = 1) -> None:
+def _fail(msg: str, code: int = 1) -> NoReturn:
     err.print(msg, markup=False)
     raise typer.Exit(code)
 
@@ -58,6 +58,7 @@ def _fail(msg: str, code: int = 1) -> None:
 def _load_and_check(path: str, namespace: str | None) -> list[dict]:
     """Parse, default and validate every document before anything is sent, so
     a bad file changes nothing (exit 2 with the field and the rule)."""
+    # Lazy for start-up speed (as every import in a command below): only the commands that need them load them.
     from phalanx.api.admission import admit
     from phalanx.api.manifest import load_manifests
 
@@ -78,7 +79,7 @@ def _load_and_check(path: str, namespace: str | None) -> list[dict]:
         try:
             admit(json.loads(json.dumps(d)))
         except ApiError as e:
-            err.print(objects.api_error_text(e, "creating", path), markup=False)
+            err.print(cmdutil.api_error_text(e, "creating", path), markup=False)
             failed = True
     if failed:
         raise typer.Exit(EXIT_INVALID)
@@ -136,7 +137,7 @@ _CONN_HELP = ("kubeconfig file (default: in-cluster service account, $KUBECONFIG
 
 def _connection(kubeconfig: Optional[str], context: Optional[str], server: Optional[str], token: Optional[str],
                 certificate_authority: Optional[str], in_cluster: Optional[bool], qps: float, burst: int):
-    from phalanx.cli.clustermode import Connection
+    from phalanx.cli.clustermode import Connection  # lazy for start-up speed: loads controllers and scheduler
 
     if qps > 0 and burst < 1:
         _fail("error: --kube-api-burst: must be at least 1 when --kube-api-qps is set", EXIT_INVALID)
@@ -144,7 +145,7 @@ def _connection(kubeconfig: Optional[str], context: Optional[str], server: Optio
 
 
 def _run_cluster_mode(coro) -> None:
-    from phalanx.client.kubeconfig import ConfigError
+    from phalanx.client.kubeconfig import ConfigError  # lazy for start-up speed
 
     try:
         code = asyncio.run(coro)
@@ -191,7 +192,7 @@ def operator(
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the job controller against a Kubernetes API server (a cluster, or `phalanx up --no-controllers`)."""
-    from phalanx.cli.clustermode import (
+    from phalanx.cli.clustermode import (  # lazy for start-up speed
         OperatorSettings,
         configure_logging,
         env_cluster_domain,
@@ -236,7 +237,7 @@ def scheduler_cmd(
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the gang scheduler (Volcano-shaped) as a secondary scheduler: PodGroups, Queues, pods/binding."""
-    from phalanx.cli.clustermode import SchedulerSettings, configure_logging, run_scheduler
+    from phalanx.cli.clustermode import SchedulerSettings, configure_logging, run_scheduler  # lazy: start-up speed
 
     if not scheduler_name.strip():
         _fail("error: --scheduler-name: must not be empty", EXIT_INVALID)
@@ -266,6 +267,7 @@ def install(
     context: Optional[str] = typer.Option(None, "--context"),
 ) -> None:
     """Print everything a cluster needs (`phalanx install | kubectl apply -f -`): CRDs, RBAC, Deployments."""
+    # Lazy for start-up speed: the manifests load every kind's OpenAPI schema.
     from phalanx.deploy.manifests import DEFAULT_IMAGE, InstallOptions, install_objects, to_yaml
 
     opts = InstallOptions(namespace=namespace, image=image or DEFAULT_IMAGE, image_pull_policy=image_pull_policy,
@@ -277,7 +279,7 @@ def install(
     if not apply_:
         out.print(to_yaml(objs), markup=False, end="")
         return
-    from phalanx.cli.clustermode import Connection
+    from phalanx.cli.clustermode import Connection  # lazy for start-up speed, as above
     from phalanx.deploy.apply import apply_objects
 
     conn = Connection(kubeconfig=kubeconfig, context=context)
@@ -288,7 +290,7 @@ def install(
             for ref, verb in await apply_objects(client, objs):
                 out.print(f"{ref} {verb}", markup=False)
         except ApiError as e:
-            err.print(objects.api_error_text(e), markup=False)
+            err.print(cmdutil.api_error_text(e), markup=False)
             return 1
         finally:
             await client.close()
@@ -299,8 +301,7 @@ def install(
 
 # ---------------------------------------------------------------- objects
 
-for _command in (objects.apply, objects.get, objects.describe, objects.logs, objects.delete, objects.patch,
-                 objects.edit, objects.version):
+for _command in objects.COMMANDS:
     app.command(_command.__name__)(_command)
 
 
@@ -318,15 +319,17 @@ def run(
     if len(jobs) != 1:
         _fail(f"error: {filename} must contain exactly one training job ({', '.join(registry.JOB_KINDS)}); "
               f"found {len(jobs)}", EXIT_INVALID)
-    from phalanx.cli.runner import run_job
+    from phalanx.cli.runner import run_job  # lazy for start-up speed: loads rich, admission and the HTTP client
 
     try:
-        code = asyncio.run(run_job(docs, jobs[0], filename, timeout, out, err))
+        code = asyncio.run(run_job(docs, jobs[0], filename, timeout, out.console, err.console))
     except KeyboardInterrupt:
         code = 130
     raise typer.Exit(code)
 
 
+# Imported here, next to its registration: `phalanx exec` reads only files (node/execctx, loaded when it
+# runs), so it needs no API server and costs the other commands nothing.
 from phalanx.cli.execcmd import exec_command
 
 app.command("exec", no_args_is_help=True)(exec_command)
@@ -334,9 +337,10 @@ app.command("exec", no_args_is_help=True)(exec_command)
 
 # ---------------------------------------------------------------- simulate
 
-from phalanx.cli.simulate import simulate as _simulate
+# Imported here, next to its registration: its heavy imports (phalanx.sim) happen when it runs.
+from phalanx.cli.simulate import simulate as simulate_command
 
-app.command("simulate")(_simulate)
+app.command("simulate")(simulate_command)
 
 
 def main() -> None:  # pragma: no cover

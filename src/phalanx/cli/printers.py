@@ -14,6 +14,8 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from phalanx.api.columns import NONE, cell, columns, crd_cell, dig, dig_dict, format_labels, go_value, row
+from phalanx.cli.gojson import go_escape
+from phalanx.objects.quantity import parse_quantity
 
 Obj = dict[str, Any]
 
@@ -227,21 +229,9 @@ def to_yaml(obj: Any) -> str:
                      sort_keys=True, allow_unicode=True, width=80)
 
 
-def _go_escape(text: str) -> str:
-    for ch, esc in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"),
-                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(ch, esc)
-    return text
-
-
-def compact_json(obj: Any) -> str:
-    """JSON as Go's json.Marshal writes a decoded object: compact, sorted keys, HTML characters escaped."""
-    return _go_escape(json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False))
-
-
 def to_json(obj: Any) -> str:
     """`-o json`: 4-space indent, sorted keys, HTML characters escaped as Go does."""
-    return _go_escape(json.dumps(_strip_managed_fields(obj), indent=4, sort_keys=True, ensure_ascii=False)) + "\n"
+    return go_escape(json.dumps(_strip_managed_fields(obj), indent=4, sort_keys=True, ensure_ascii=False)) + "\n"
 
 
 # --------------------------------------------------------------------------
@@ -279,6 +269,7 @@ def go_print(v: Any) -> str:
 
 def parse_custom_columns(spec: str) -> list[tuple[str, str]]:
     """``HEADER:.json.path,...`` into (header, relaxed template) pairs; ValueError as kubectl words it."""
+    # Lazy for start-up speed: the JSONPath engine is for -o custom-columns, -o jsonpath and --sort-by only.
     from phalanx.cli.jsonpath import JSONPathError, parse, relaxed
 
     if not spec:
@@ -299,7 +290,7 @@ def parse_custom_columns(spec: str) -> list[tuple[str, str]]:
 
 def custom_columns_rows(cols: list[tuple[str, str]], objs: Iterable[Obj]) -> list[list[str]]:
     """One row per object: each column's values joined by commas, ``<none>`` when it has none."""
-    from phalanx.cli.jsonpath import find_results
+    from phalanx.cli.jsonpath import find_results  # lazy for start-up speed
 
     rows = []
     for o in objs:
@@ -312,7 +303,7 @@ def custom_columns_rows(cols: list[tuple[str, str]], objs: Iterable[Obj]) -> lis
     return rows
 
 
-def _natural_key(s: str) -> list[tuple[int, Any]]:
+def _natural_key(s: str) -> list[tuple[int, int | str, int]]:
     """Natural order as kubectl's sortorder.NaturalLess: digit runs compare as numbers."""
     return [(0, int(t), len(t)) if t.isdigit() else (1, t, 0) for t in re.split(r"(\d+)", s) if t != ""]
 
@@ -321,8 +312,7 @@ def sort_objects(objs: list[Obj], expr: str) -> list[Obj]:
     """`--sort-by EXPR`: objects ordered by the JSONPath's first value (numbers numerically,
     quantities as quantities, other strings naturally); those without it first.
     ValueError when no object has the field, as kubectl."""
-    from phalanx.cli.jsonpath import JSONPathError, find_results, relaxed
-    from phalanx.objects.quantity import parse_quantity
+    from phalanx.cli.jsonpath import JSONPathError, find_results, relaxed  # lazy for start-up speed
 
     try:
         template = relaxed(expr)

@@ -17,10 +17,12 @@ from rich.console import Console
 from phalanx.api import registry
 from phalanx.api.admission import admit
 from phalanx.cli import printers
+from phalanx.cli.cmdutil import api_error_text
+from phalanx.cli.cmdutil import ref as resource_ref
 from phalanx.cli.controlplane import AlreadyServed, RunLease, ServedCluster, export_line, running_endpoint
 from phalanx.cli.controlplane import home as phalanx_home_dir
-from phalanx.cli.objects import api_error_text
-from phalanx.cli.objects import ref as resource_ref
+from phalanx.client.http import HttpClient
+from phalanx.client.interface import Client
 from phalanx.objects.errors import ApiError, NotFound
 from phalanx.objects.watch import WatchEvent
 
@@ -98,7 +100,7 @@ def _job_ref(obj: dict) -> str:
     return resource_ref(registry.by_kind(obj["kind"]), obj.get("metadata", {}).get("name", ""))
 
 
-async def apply_doc(client, doc: dict) -> str:
+async def apply_doc(client: Client, doc: dict) -> str:
     """kubectl-apply-like: create, or update the spec/labels/annotations."""
     rt = registry.by_kind(doc["kind"])
     md = doc.get("metadata", {})
@@ -237,7 +239,7 @@ async def _serve_others(lease: "RunLease") -> None:
         await asyncio.sleep(0.2)
 
 
-async def _stop_own_job(client, kind: str, name: str, ns: str, err: Console) -> None:
+async def _stop_own_job(client: Client, kind: str, name: str, ns: str, err: Console) -> None:
     """Suspend the job (its pods stop, nothing is counted as a failure); `phalanx run` of it again resumes it."""
     try:
         await client.patch(kind, name, ns, {"metadata": {"annotations": {ANNOTATION_STOPPED_BY_RUN: "true"}},
@@ -248,7 +250,7 @@ async def _stop_own_job(client, kind: str, name: str, ns: str, err: Console) -> 
         err.print(f"could not stop {kind.lower()}/{name}: {e}", markup=False)
 
 
-async def _explain_failure(client, kind: str, name: str, ns: str, outcome: "Outcome", err: Console) -> None:
+async def _explain_failure(client: HttpClient, kind: str, name: str, ns: str, outcome: "Outcome", err: Console) -> None:
     """The failing condition's reason and message, then the end of each failed container's log."""
     try:
         job = await client.get(kind, name, ns)
@@ -272,14 +274,14 @@ async def _explain_failure(client, kind: str, name: str, ns: str, outcome: "Outc
             err.print(text, markup=False)
 
 
-async def _stop_leftovers(client, ns: str, uid: str, outcome: "Outcome", err: Console) -> None:
+async def _stop_leftovers(client: Client, ns: str, uid: str, outcome: "Outcome", err: Console) -> None:
     """Pods of the finished job still running when this in-process control plane stops: said, then stopped."""
     live = sorted(n for n, running in outcome.live_pods.items() if running)
     if live:
         err.print(f"stopping the pods of the finished job still running: {', '.join(live)}", markup=False)
 
 
-async def _wait_gone(client, kind: str, name: str, ns: str, uid: str, timeout: float = 60.0) -> None:
+async def _wait_gone(client: Client, kind: str, name: str, ns: str, uid: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -309,7 +311,7 @@ def _note_failures(pod: dict, outcome: Outcome) -> None:
             outcome.failed_containers.append(key)
 
 
-async def _stream(client, kind: str, name: str, ns: str, uid: str, out: Console, timeout: float | None) -> Outcome:
+async def _stream(client: Client, kind: str, name: str, ns: str, uid: str, out: Console, timeout: float | None) -> Outcome:
     """Print the job's, its PodGroup's and its pods' rows until the job has finished."""
     printer = MultiKindWatchPrinter(out, wide=True)
     queue: asyncio.Queue[tuple[str, WatchEvent]] = asyncio.Queue()

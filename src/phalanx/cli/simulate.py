@@ -24,6 +24,7 @@ def simulate(
     pictures: bool = typer.Option(True, "--pictures/--no-pictures", help="write utilisation.svg and .png"),
 ) -> None:
     """Simulate WORKLOAD: the real control plane on simulated nodes, in virtual time."""
+    # Lazy for start-up speed: the simulator and rich load when `phalanx simulate` runs only.
     from rich.console import Console
 
     from phalanx.sim.report import print_summary, summarize, write_outputs

@@ -5,6 +5,7 @@ import copy
 from typing import Any
 
 from phalanx.api.registry import by_kind
+from phalanx.client.interface import Client
 from phalanx.client.retry import retry_on_conflict
 from phalanx.objects.errors import AlreadyExists
 
@@ -15,7 +16,7 @@ def reference(obj: dict[str, Any]) -> str:
     return f"{rt.singular}{'.' + rt.group if rt.group else ''}/{obj['metadata']['name']}"
 
 
-async def apply_objects(client: Any, objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+async def apply_objects(client: Client, objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """In order; returns (reference, "created" | "configured") per object."""
     done = []
     for obj in objs:

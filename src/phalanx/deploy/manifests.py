@@ -12,7 +12,6 @@ Two gang options:
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,10 +20,10 @@ import yaml
 from phalanx import __version__
 from phalanx.deploy.crds import KUBEFLOW_CRD_KINDS, VOLCANO_CRD_KINDS, crd
 from phalanx.deploy.rbac import OPERATOR_RULES, SCHEDULER_RULES, cluster_role, cluster_role_binding
+from phalanx.objects.names import is_dns_label
 
 DEFAULT_IMAGE = f"ghcr.io/phalanx-dev/phalanx:{__version__}"
 DEFAULT_NAMESPACE = "phalanx-system"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABELS = {"app.kubernetes.io/part-of": "phalanx"}
 
 
@@ -40,7 +39,7 @@ class InstallOptions:
 
     def check(self) -> None:
         """Raise ValueError naming the option and the rule."""
-        if len(self.namespace) > 63 or not _DNS_LABEL.match(self.namespace):
+        if not is_dns_label(self.namespace):
             raise ValueError(f"--namespace: must be a DNS label (lowercase letters, digits, '-'), "
                              f"got {self.namespace!r}")
         if not self.image or any(c.isspace() for c in self.image):
