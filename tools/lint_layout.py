@@ -2,7 +2,7 @@
 
 Every module opens with a docstring; no module over MAX_LINES lines unless its docstring says why
 ("Long because ..."); no function-level import of Phalanx outside cli/ (where one may defer a heavy
-import for start-up speed, saying so in a comment on or above the line).
+import for start-up speed, saying so in a comment on the line or in the six above it).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def problems(root: Path) -> list[str]:
                     continue
                 if not any(n == "phalanx" or n.startswith("phalanx.") for n in names):
                     continue
-                near = " ".join(lines[max(0, node.lineno - 3):node.lineno])
+                near = " ".join(lines[max(0, node.lineno - 7):node.lineno])
                 if in_cli and STARTUP_MARK in near:
                     continue
                 out.append(f"{rel}:{node.lineno}: function-level import of {names[0]}"
