@@ -196,6 +196,7 @@ class Store:
         lsel = parse_label_selector(label_selector)
         fsel = parse_field_selector(field_selector, kind)
         buckets = self._data[kind]
+        namespaces: list[str | None]
         if rt.namespaced and namespace:
             namespaces = [namespace] if namespace in buckets else []
         else:
