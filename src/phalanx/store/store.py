@@ -70,7 +70,7 @@ from phalanx.store.rules import (
 from phalanx.store.sqlite import DEFAULT_SYNCHRONOUS, SqliteBackend
 from phalanx.store.watch import History, HistoryEvent, Watcher
 
-__all__ = ["Admission", "AdmissionPlugin", "PatchRejected", "PreconditionConflict", "Store", "resource_name"]
+__all__ = ["Admission", "AdmissionPlugin", "PatchRejected", "Store"]
 
 log = logging.getLogger(__name__)
 
