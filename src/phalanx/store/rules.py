@@ -100,7 +100,7 @@ def object_namespace(rt: ResourceType, obj: Obj, name: str) -> str | None:
     if not rt.namespaced:
         meta.pop("namespace", None)
         return None
-    ns = meta.get("namespace")
+    ns: str | None = meta.get("namespace")
     if not ns:
         raise invalid(rt, name, FieldError("metadata.namespace", "Required", f"{rt.kind} is a namespaced kind"))
     return ns
@@ -114,9 +114,10 @@ def copy_in(obj: Any) -> Obj:
     if not isinstance(obj, dict):
         raise BadRequest("the object must be a JSON object")
     try:
-        return json.loads(json.dumps(obj, separators=(",", ":"), allow_nan=False))
+        out: Obj = json.loads(json.dumps(obj, separators=(",", ":"), allow_nan=False))
     except (TypeError, ValueError, RecursionError) as e:
         raise BadRequest(f"the object is not valid JSON: {e}") from None
+    return out
 
 
 def serialize(obj: Obj) -> str:
