@@ -100,7 +100,7 @@ class Run:
 
     def get(self, kind: str, name: str, ns: str | None = "default") -> dict | None:
         try:
-            return self.sim.store.get(kind, ns, name)
+            return self.sim.store.get(kind, name, ns)
         except NotFound:
             return None
 
@@ -198,7 +198,7 @@ def snapshot_at_finish(kind: str, name: str) -> Driver:
     async def driver(sim: Simulation, rec: Recorder, marks: dict) -> None:
         def finished():
             try:
-                j = sim.store.get(kind, "default", name)
+                j = sim.store.get(kind, name, "default")
             except NotFound:
                 return None
             return j if job_state(j) in ("Succeeded", "Failed") else None
@@ -255,7 +255,7 @@ def test_p2_queue_capability_blocks_the_gang_until_it_is_raised():
     async def driver(sim: Simulation, rec: Recorder, marks: dict) -> None:
         def refused():
             try:
-                pg = sim.store.get("PodGroup", "default", "pytest")
+                pg = sim.store.get("PodGroup", "pytest", "default")
             except NotFound:
                 return None
             conds = (pg.get("status") or {}).get("conditions") or []
@@ -265,13 +265,13 @@ def test_p2_queue_capability_blocks_the_gang_until_it_is_raised():
         pods = sim.store.list("Pod", "default")[0]
         marks["bound"] = [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")]
         marks["phases"] = {p["status"].get("phase") for p in pods}
-        job = sim.store.get("PyTorchJob", "default", "pytest")
+        job = sim.store.get("PyTorchJob", "pytest", "default")
         marks["state"] = job_state(job)
         events = sim.store.list("Event", "default", field_selector="involvedObject.name=pytest")[0]
         marks["describe"] = describe_mod.describe(job, {"events": events, "podgroup": pg})
         marks["message"] = next(c["message"] for c in pg["status"]["conditions"] if c["type"] == "Unschedulable")
         marks["raised_at"] = sim.loop.time()
-        q = sim.store.get("Queue", None, "default")
+        q = sim.store.get("Queue", "default")
         q["spec"]["capability"] = {"cpu": 8}
         sim.store.update(q)
 
@@ -377,7 +377,7 @@ def test_p8_deleting_the_master_repeatedly_exhausts_backoff_limit():
         for n in range(1, 5):
             def master_running():
                 try:
-                    p = sim.store.get("Pod", "default", "pytest-master-0")
+                    p = sim.store.get("Pod", "pytest-master-0", "default")
                 except NotFound:
                     return None
                 ok = p["metadata"]["uid"] not in seen and p["status"].get("phase") == "Running" \
@@ -385,10 +385,10 @@ def test_p8_deleting_the_master_repeatedly_exhausts_backoff_limit():
                 return p if ok else None
             pod = await wait_until(master_running, 60, f"master-0 Running (incarnation {n})")
             j = await wait_until(lambda: (lambda j: j if job_state(j) == "Running" else None)(
-                sim.store.get("PyTorchJob", "default", "pytest")), 10, "job Running")  # created before its pods
+                sim.store.get("PyTorchJob", "pytest", "default")), 10, "job Running")  # created before its pods
             counts.append((restarts(j), restarts(j, "Master")))
             seen.append(pod["metadata"]["uid"])
-            sim.store.delete("Pod", "default", "pytest-master-0")
+            sim.store.delete("Pod", "pytest-master-0", "default")
         marks["seen"], marks["counts"] = seen, counts
 
     run = simulate(docs(EXAMPLES / "pytorchjob.yaml"), driver=driver)
@@ -569,13 +569,13 @@ def test_suspend_deletes_everything_and_resume_resets_start_time():
     async def driver(sim: Simulation, rec: Recorder, marks: dict) -> None:
         def get() -> dict:
             try:
-                return sim.store.get("PyTorchJob", "default", "pytest")
+                return sim.store.get("PyTorchJob", "pytest", "default")
             except NotFound:
                 return {}
         job = await wait_until(lambda: (lambda j: j if job_state(j) == "Running" else None)(get()), 15, "Running")
         uid, marks["first_start"] = job["metadata"]["uid"], job["status"]["startTime"]
         await asyncio.sleep(5)
-        sim.store.patch("PyTorchJob", "default", "pytest", {"spec": {"runPolicy": {"suspend": True}}})
+        sim.store.patch("PyTorchJob", "pytest", "default", {"spec": {"runPolicy": {"suspend": True}}})
 
         def empty():
             j = get()
@@ -583,14 +583,14 @@ def test_suspend_deletes_everything_and_resume_resets_start_time():
             owned = [o for k in ("Pod", "Service") for o in sim.store.list(k, "default")[0]
                      if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])]
             try:
-                sim.store.get("PodGroup", "default", "pytest")
+                sim.store.get("PodGroup", "pytest", "default")
                 pg = True
             except NotFound:
                 pg = False
             return j if s and s["status"] == "True" and not owned and not pg else None
         marks["suspended"] = await wait_until(empty, 15, "suspended, everything deleted")
         await asyncio.sleep(10)
-        sim.store.patch("PyTorchJob", "default", "pytest", {"spec": {"runPolicy": {"suspend": False}}})
+        sim.store.patch("PyTorchJob", "pytest", "default", {"spec": {"runPolicy": {"suspend": False}}})
 
     run = simulate(docs(EXAMPLES / "pytorchjob.yaml"), driver=driver)
     s = run.marks["suspended"]

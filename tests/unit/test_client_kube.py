@@ -69,7 +69,7 @@ def pod(name: str, labels: dict | None = None) -> dict:
 async def test_crud_status_binding_and_delete_options(kube, served):
     created = await kube.create(pod("a"))
     assert created["metadata"]["uid"] and created["spec"]["restartPolicy"] == "Always"  # server defaults
-    assert created == served.store.get("Pod", "default", "a")  # exactly what the server stored
+    assert created == served.store.get("Pod", "a", "default")  # exactly what the server stored
     got = await kube.get("Pod", "a", "default")
     assert got == created
     with pytest.raises(AlreadyExists) as e:

@@ -89,7 +89,7 @@ async def test_deleted_event_is_recreated() -> None:
     rec = EventRecorder(client, "c", clock)
     await rec.record(p, "Normal", "R", "m")
     [ev] = store.list("Event", "default")[0]
-    store.delete("Event", "default", ev["metadata"]["name"])
+    store.delete("Event", ev["metadata"]["name"], "default")
     await rec.record(p, "Normal", "R", "m")
     [ev2] = store.list("Event", "default")[0]
     assert ev2["count"] == 1 and ev2["metadata"]["name"] != ev["metadata"]["name"]

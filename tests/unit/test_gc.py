@@ -74,8 +74,8 @@ async def test_deleting_a_job_cascades_to_its_podgroup_and_pods(env) -> None:
     await eventually(lambda: names(store, "PodGroup") == [] and names(store, "Service") == []
                      and names(store, "Pod") == ["pytest-worker-0", "unrelated"], what="cascade")
     # The bound pod is deleted gracefully: it waits for its node agent.
-    assert store.get("Pod", "default", "pytest-worker-0")["metadata"]["deletionTimestamp"]
-    assert "deletionTimestamp" not in store.get("Pod", "default", "unrelated")["metadata"]
+    assert store.get("Pod", "pytest-worker-0", "default")["metadata"]["deletionTimestamp"]
+    assert "deletionTimestamp" not in store.get("Pod", "unrelated", "default")["metadata"]
 
 
 async def test_orphans_left_before_start_are_collected(env) -> None:
@@ -112,7 +112,7 @@ async def test_owner_recreated_under_the_same_name_does_not_save_dependents(env)
     await start()
     j = await client.create(job())
     await client.create(owned("Pod", "p", j))
-    store.delete("PyTorchJob", "default", "pytest")
+    store.delete("PyTorchJob", "pytest", "default")
     store.create(job())  # same name, new uid, in the same breath
     await eventually(lambda: names(store, "Pod") == [], what="pod of the old job collected")
     assert names(store, "PyTorchJob") == ["pytest"]

@@ -29,7 +29,7 @@ def names(store: Store, kind: str) -> list[str]:
 
 def exists(store: Store, kind: str, name: str) -> bool:
     try:
-        store.get(kind, "default", name)
+        store.get(kind, name, "default")
     except NotFound:
         return False
     return True
@@ -73,7 +73,7 @@ async def test_foreground_deletes_dependents_first_and_waits_for_a_terminating_p
     assert marked["metadata"]["finalizers"] == ["foregroundDeletion"]
     await eventually(lambda: names(store, "PodGroup") == [] and names(store, "Service") == []
                      and names(store, "Pod") == ["pytest-master-0"], what="the dependents deleted")
-    master = store.get("Pod", "default", "pytest-master-0")
+    master = store.get("Pod", "pytest-master-0", "default")
     assert master["metadata"]["deletionTimestamp"]  # terminating: its node agent has not finished
     await asyncio.sleep(0.05)
     assert exists(store, "PyTorchJob", "pytest")  # the owner waits for it
@@ -96,7 +96,7 @@ async def test_only_dependents_with_block_owner_deletion_hold_the_owner(env):
     await client.bind("default", "blocking", "las1")
     await client.bind("default", "free", "las1")
     await client.delete("PyTorchJob", "pytest", "default", propagation_policy="Foreground")
-    await eventually(lambda: all(store.get("Pod", "default", n)["metadata"].get("deletionTimestamp")
+    await eventually(lambda: all(store.get("Pod", n, "default")["metadata"].get("deletionTimestamp")
                                  for n in ("blocking", "free")), what="both pods terminating")
     await client.delete("Pod", "blocking", "default", grace_period_seconds=0)
     await eventually(lambda: not exists(store, "PyTorchJob", "pytest"), what="the owner deleted")
@@ -110,9 +110,9 @@ async def test_a_dependent_with_dependents_is_deleted_in_the_foreground_too(env)
     await client.create(owned("Pod", "p", pg))
     await client.bind("default", "p", "las1")
     await client.delete("PyTorchJob", "pytest", "default", propagation_policy="Foreground")
-    await eventually(lambda: "foregroundDeletion" in (store.get("PodGroup", "default", "pytest")["metadata"]
+    await eventually(lambda: "foregroundDeletion" in (store.get("PodGroup", "pytest", "default")["metadata"]
                                                       .get("finalizers") or []), what="the PodGroup marked")
-    await eventually(lambda: bool(store.get("Pod", "default", "p")["metadata"].get("deletionTimestamp")),
+    await eventually(lambda: bool(store.get("Pod", "p", "default")["metadata"].get("deletionTimestamp")),
                      what="the grandchild terminating")
     assert exists(store, "PyTorchJob", "pytest") and exists(store, "PodGroup", "pytest")
     await client.delete("Pod", "p", "default", grace_period_seconds=0)
@@ -130,9 +130,9 @@ async def test_orphan_unlinks_the_dependents_and_keeps_them(env):
     await client.create(shared)
     await client.delete("PyTorchJob", "pytest", "default", propagation_policy="Orphan")
     await eventually(lambda: not exists(store, "PyTorchJob", "pytest"), what="the owner deleted")
-    mine = store.get("Pod", "default", "mine")
+    mine = store.get("Pod", "mine", "default")
     assert "ownerReferences" not in mine["metadata"] and not mine["metadata"].get("deletionTimestamp")
-    refs = store.get("Pod", "default", "shared")["metadata"]["ownerReferences"]
+    refs = store.get("Pod", "shared", "default")["metadata"]["ownerReferences"]
     assert [r["name"] for r in refs] == ["other"]
     await asyncio.sleep(0.05)
     assert names(store, "Pod") == ["mine", "shared"]  # orphans are kept, not collected

@@ -60,7 +60,7 @@ class StoreView:
 
     def get(self, ns: str, name: str) -> dict | None:
         try:
-            return self.store.get(self.kind, ns, name)
+            return self.store.get(self.kind, name, ns)
         except NotFound:
             return None
 
@@ -126,18 +126,18 @@ class World:
         doomed = [p["metadata"]["name"] for p in self.store.list("Pod", "default")[0]
                   if p["metadata"].get("deletionTimestamp")]
         for name in doomed:
-            self.store.delete("Pod", "default", name, grace_period_seconds=0)
+            self.store.delete("Pod", name, "default", grace_period_seconds=0)
         return bool(doomed)
 
     def set_pod_status(self, name: str, status: dict) -> None:
-        pod = self.store.get("Pod", "default", name)
+        pod = self.store.get("Pod", name, "default")
         pod["status"] = status
         self.store.update_status(pod)
 
     def snapshot(self) -> dict:
         """What a crash must not change: the objects that exist, the job's status
         without times and uids, and the pods' annotations."""
-        job = self.store.get("PyTorchJob", "default", "crashy")
+        job = self.store.get("PyTorchJob", "crashy", "default")
         status = copy.deepcopy(job.get("status") or {})
         for k in ("startTime", "completionTime", "lastReconcileTime"):
             status.pop(k, None)
@@ -181,7 +181,7 @@ async def started(spec: dict) -> World:
     await w.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
     await w.client.create(spec)
     await w.settle()
-    pg = w.store.get("PodGroup", "default", "crashy")
+    pg = w.store.get("PodGroup", "crashy", "default")
     pg["status"] = {"phase": "Running"}
     w.store.update(pg)
     await w.settle()

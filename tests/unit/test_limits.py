@@ -18,8 +18,9 @@ from phalanx.client.local import LocalClient
 from phalanx.objects.clock import FakeClock
 from phalanx.objects.errors import Forbidden, Invalid
 from phalanx.server.app import MAX_BODY_BYTES, make_app, serve
+from phalanx.store.errors import MAX_OBJECT_BYTES, ObjectTooLarge
 from phalanx.store.patch import MAX_PATCHED_SIZE, JsonPatchError, json_patch
-from phalanx.store.store import MAX_OBJECT_BYTES, ObjectTooLarge, Store
+from phalanx.store.store import Store
 
 pytestmark = pytest.mark.timeout(30)
 

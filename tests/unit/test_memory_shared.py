@@ -15,7 +15,7 @@ from phalanx.objects.clock import FakeClock
 from phalanx.runtime.informer import Informer
 from phalanx.store import Store, decode
 from phalanx.store.decode import SharedEvent, decode_shared, mutated_shared_objects
-from phalanx.store.store import _NO_LABELS
+from phalanx.store.entry import NO_LABELS
 from tests.unit.test_runtime import eventually
 
 
@@ -87,7 +87,7 @@ async def test_shared_watchers_get_one_object_plain_watchers_private_copies(stor
     assert e_s1.object is e_s2.object
     assert e_p1.object is not e_p2.object
     assert e_p1.object is not e_s1.object
-    assert e_s1.object == e_p1.object == e_p2.object == store.get("Pod", "default", "a")
+    assert e_s1.object == e_p1.object == e_p2.object == store.get("Pod", "a", "default")
     e_p1.object["spec"]["nodeName"] = "mine"  # a plain watcher's copy is its own
     assert "nodeName" not in e_s1.object["spec"] and "nodeName" not in e_p2.object["spec"]
     for w in (s1, s2, p1, p2):
@@ -124,7 +124,7 @@ async def taken_by_one_of_two(store: Store):
 
 async def test_a_superseded_version_is_not_kept_decoded_for_a_watcher_still_behind(store: Store) -> None:
     fast, slow, ref = await taken_by_one_of_two(store)
-    created = store.get("Pod", "default", "a")
+    created = store.get("Pod", "a", "default")
     created["metadata"]["labels"]["v"] = "2"
     store.update(created)  # version 2: version 1 need not stay decoded
     gc.collect()
@@ -160,7 +160,7 @@ async def test_a_status_write_shares_the_unchanged_spec_with_the_version_before(
     w = store.watch("Pod", None, None, shared=True)
     store.create(pod("a"))
     v1 = (await next_event(w)).object  # a consumer still holds version 1
-    p = store.get("Pod", "default", "a")
+    p = store.get("Pod", "a", "default")
     p["status"] = {"phase": "Running"}
     store.update_status(p)
     v2 = (await next_event(w)).object
@@ -183,7 +183,7 @@ async def test_the_store_forgets_the_last_shared_event_of_a_deleted_object(store
     store.create(pod("a"))
     assert list(store._latest_shared) == [("Pod", "default", "a")]
     w.close()  # no shared watcher left when it is deleted
-    store.delete("Pod", "default", "a", grace_period_seconds=0)
+    store.delete("Pod", "a", "default", grace_period_seconds=0)
     assert store._latest_shared == {}
 
 
@@ -204,7 +204,7 @@ async def test_shared_watch_resumes_from_history_and_lists_on_start(store: Store
     resumed = store.watch("Pod", None, rv, shared=True)
     ev = await next_event(resumed)
     assert (ev.type, ev.object["metadata"]["name"]) == ("ADDED", "b")
-    assert ev.object == store.get("Pod", "default", "b")
+    assert ev.object == store.get("Pod", "b", "default")
     fresh = store.watch("Pod", None, None, shared=True)
     names = [(await next_event(fresh)).object["metadata"]["name"] for _ in range(2)]
     assert names == ["a", "b"]
@@ -244,12 +244,12 @@ async def test_informers_of_one_process_share_objects_and_transforms_reuse_them(
         await inf.start()
         await inf.wait_synced(1)
     store.create(pod("a", node="n1"))
-    store.patch("Pod", "default", "a", {"metadata": {"labels": {"v": "2"}}})
+    store.patch("Pod", "a", "default", {"metadata": {"labels": {"v": "2"}}})
     await eventually(lambda: all((i.get("default", "a") or {}).get("metadata", {}).get("labels", {}).get("v") == "2"
                                  for i in (full1, full2, trimmed)), what="the update in every informer")
     o1, o2, t = full1.get("default", "a"), full2.get("default", "a"), trimmed.get("default", "a")
     assert o1 is o2
-    assert o1 == store.get("Pod", "default", "a")
+    assert o1 == store.get("Pod", "a", "default")
     assert t["metadata"] is o1["metadata"] and t["spec"] == {"nodeName": "n1"}
     assert "containers" in o1["spec"]  # the transform did not trim the shared object
     for inf in (full1, full2, trimmed):
@@ -294,7 +294,7 @@ def test_store_entries_intern_labels_share_the_empty_map_and_still_select(store:
     ea = store._data["Pod"]["default"]["a"]
     eb = store._data["Pod"]["default"]["b"]
     ec = store._data["Pod"]["default"]["c"]
-    assert ec.labels is _NO_LABELS and _NO_LABELS == {}
+    assert ec.labels is NO_LABELS and NO_LABELS == {}
     assert ea.labels["app"] is eb.labels["app"]
     assert ea.fields("Pod")["spec.nodeName"] == "n1"
     assert ea.fields("Pod")["metadata.namespace"] is eb.fields("Pod")["metadata.namespace"]
@@ -303,6 +303,6 @@ def test_store_entries_intern_labels_share_the_empty_map_and_still_select(store:
     assert names(store.list("Pod", "default", "!app")[0]) == ["c"]
     assert names(store.list("Pod", "default", None, "spec.nodeName=n2")[0]) == ["b"]
     assert names(store.list("Pod", "default", None, "spec.nodeName!=n2,status.phase=Pending")[0]) == ["a", "c"]
-    store.patch("Pod", "default", "c", {"metadata": {"labels": {"app": "late"}}})
+    store.patch("Pod", "c", "default", {"metadata": {"labels": {"app": "late"}}})
     assert names(store.list("Pod", "default", "app=late")[0]) == ["c"]
-    assert _NO_LABELS == {}
+    assert NO_LABELS == {}

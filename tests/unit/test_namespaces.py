@@ -60,13 +60,13 @@ def test_a_create_in_a_missing_namespace_is_refused_and_allowed_once_it_exists(s
 def test_a_create_in_a_terminating_namespace_is_forbidden(store):
     store.create(namespace("going", finalizers=["example.com/hold"]))
     store.create(configmap("before", "going"))
-    store.delete("Namespace", None, "going")
-    assert store.get("Namespace", None, "going")["metadata"]["deletionTimestamp"]
+    store.delete("Namespace", "going")
+    assert store.get("Namespace", "going")["metadata"]["deletionTimestamp"]
     with pytest.raises(Forbidden) as e:
         store.create(pod("p", "going"))
     assert e.value.message == ('pods "p" is forbidden: unable to create new content in namespace going because '
                                "it is being terminated")
-    cm = store.get("ConfigMap", "going", "before")
+    cm = store.get("ConfigMap", "before", "going")
     cm["data"] = {"a": "changed"}
     assert store.update(cm)["data"] == {"a": "changed"}  # existing content may still change
 
@@ -82,7 +82,7 @@ async def test_http_answers_the_apiservers_404_and_403_bodies(store):
                     "message": 'namespaces "nope" not found', "reason": "NotFound",
                     "details": {"name": "nope", "kind": "namespaces"}, "code": 404}
             store.create(namespace("going", finalizers=["example.com/hold"]))
-            store.delete("Namespace", None, "going")
+            store.delete("Namespace", "going")
             replica = {"replicas": 1, "restartPolicy": "OnFailure",
                        "template": {"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}}}
             job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},

@@ -156,7 +156,7 @@ async def eventually(predicate, timeout: float = 5.0, what: str = "condition"):
 
 def get(store: Store, kind: str, name: str, ns: str | None = "default") -> dict | None:
     try:
-        return store.get(kind, ns, name)
+        return store.get(kind, name, ns)
     except Exception:
         return None
 

@@ -239,7 +239,7 @@ async def test_informer_relists_after_gone_and_replays_missed_deletes() -> None:
     await inf.wait_synced(timeout=1)
     events.clear()
     # Without yielding to the informer: a delete, then enough writes to overflow its watch.
-    store.delete("PyTorchJob", "default", "j0")
+    store.delete("PyTorchJob", "j0", "default")
     for i in range(3, 10):
         store.create(job(f"j{i}"))
     await eventually(lambda: len(inf) == 9 and ("DELETED", "j0") in events, what="relist")

@@ -53,7 +53,7 @@ async def env():
 
 def get(store: Store, kind: str, name: str, ns: str | None = "default") -> dict | None:
     try:
-        return store.get(kind, ns, name)
+        return store.get(kind, name, ns)
     except Exception:
         return None
 

@@ -286,7 +286,7 @@ async def test_a_job_is_deleted_in_the_foreground_even_when_background_is_asked(
     status, body, _ = await call(api, "DELETE", JOBS + "/pytest", {"propagationPolicy": "Background"})
     assert status == 200 and body["kind"] == "PyTorchJob"  # golden 35: the object, still there
     assert body["metadata"]["finalizers"] == ["foregroundDeletion"] and body["metadata"]["deletionTimestamp"]
-    assert api.store.get("PyTorchJob", "default", "pytest")["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert api.store.get("PyTorchJob", "pytest", "default")["metadata"]["deletionGracePeriodSeconds"] == 0
 
 
 async def test_orphan_is_honoured_and_options_come_from_the_query_too(api):

@@ -215,7 +215,7 @@ async def test_http_create_from_protobuf_goes_through_admission_and_answers_json
     status, body = await post(api, "/api/v1/namespaces/default/configmaps?fieldManager=kubectl-create"
                                    "&fieldValidation=Strict", envelope("v1", "ConfigMap", cm))
     assert status == 201 and body["data"] == {"a": "b"} and body["metadata"]["namespace"] == "default"
-    assert api.store.get("ConfigMap", "default", "c")["data"] == {"a": "b"}
+    assert api.store.get("ConfigMap", "c", "default")["data"] == {"a": "b"}
 
     bad = new(f"{CORE}.ConfigMap")
     go_zero_meta(bad.metadata, "Bad_Name")

@@ -84,7 +84,7 @@ def test_create_stamps_system_metadata(store: Store, clock: FakeClock) -> None:
     assert m["resourceVersion"] == "1"
     assert m["generation"] == 1
     assert m["creationTimestamp"] == format_time(clock.now())
-    assert store.get("PyTorchJob", "default", "pytest") == created
+    assert store.get("PyTorchJob", "pytest", "default") == created
 
 
 def test_resource_version_is_one_global_counter(store: Store) -> None:
@@ -101,11 +101,11 @@ def test_callers_never_alias_stored_state(store: Store) -> None:
     created = store.create(src)
     src["spec"]["runPolicy"]["backoffLimit"] = 99
     created["spec"]["runPolicy"]["backoffLimit"] = 98
-    got = store.get("PyTorchJob", "default", "pytest")
+    got = store.get("PyTorchJob", "pytest", "default")
     got["metadata"]["name"] = "mutated"
     items, _ = store.list("PyTorchJob")
     items[0]["spec"]["runPolicy"]["backoffLimit"] = 97
-    assert store.get("PyTorchJob", "default", "pytest")["spec"]["runPolicy"]["backoffLimit"] == 3
+    assert store.get("PyTorchJob", "pytest", "default")["spec"]["runPolicy"]["backoffLimit"] == 3
 
 
 def test_create_drops_status_with_status_subresource_and_pods_start_pending(store: Store) -> None:
@@ -173,7 +173,7 @@ def test_name_and_namespace_rules(store: Store) -> None:
     # Cluster-scoped kinds: the namespace is not part of the identity and is dropped.
     node = store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "namespace": "x"}})
     assert "namespace" not in node["metadata"]
-    assert store.get("Node", "whatever", "n")["metadata"]["name"] == "n"
+    assert store.get("Node", "n", "whatever")["metadata"]["name"] == "n"
 
 
 def test_bad_input_is_refused_naming_the_problem(store: Store) -> None:
@@ -209,12 +209,12 @@ def test_missing_api_version_is_filled_from_the_registry(store: Store) -> None:
 
 def test_get_not_found_and_namespace_required(store: Store) -> None:
     with pytest.raises(NotFound) as e:
-        store.get("PyTorchJob", "default", "pytest")
+        store.get("PyTorchJob", "pytest", "default")
     assert e.value.message == 'pytorchjobs.kubeflow.org "pytest" not found'  # golden 15
     with pytest.raises(NotFound, match='pods "x" not found'):
-        store.get("Pod", "default", "x")
+        store.get("Pod", "x", "default")
     with pytest.raises(BadRequest, match="namespace is required"):
-        store.get("Pod", None, "x")
+        store.get("Pod", "x")
 
 
 # ------------------------------------------------------------------ list
@@ -269,12 +269,12 @@ def test_list_bad_selectors_are_bad_requests(store: Store) -> None:
 
 def test_update_keeps_status_and_bumps_generation_on_spec_change(store: Store) -> None:
     store.create(job())
-    st = store.get("PyTorchJob", "default", "pytest")
+    st = store.get("PyTorchJob", "pytest", "default")
     st["status"] = {"conditions": [{"type": "Created", "status": "True"}]}
     st = store.update_status(st)
     assert st["metadata"]["generation"] == 1
 
-    cur = store.get("PyTorchJob", "default", "pytest")
+    cur = store.get("PyTorchJob", "pytest", "default")
     cur["metadata"]["labels"] = {"edited": "true"}
     cur["status"] = {"hacked": True}
     after_meta = store.update(cur)
@@ -299,12 +299,12 @@ def test_update_with_stale_resource_version_conflicts(store: Store) -> None:
     assert e.value.message == (  # golden 28
         'Operation cannot be fulfilled on pytorchjobs.kubeflow.org "pytest": the object has been modified; '
         "please apply your changes to the latest version and try again")
-    assert "labels" not in store.get("PyTorchJob", "default", "pytest")["metadata"]
+    assert "labels" not in store.get("PyTorchJob", "pytest", "default")["metadata"]
 
 
 def test_update_without_resource_version_is_unconditional(store: Store) -> None:
     store.create(job())
-    store.patch("PyTorchJob", "default", "pytest", {"metadata": {"labels": {"a": "b"}}})
+    store.patch("PyTorchJob", "pytest", "default", {"metadata": {"labels": {"a": "b"}}})
     j = job(backoff=5)
     out = store.update(j)
     assert out["spec"]["runPolicy"]["backoffLimit"] == 5
@@ -330,7 +330,7 @@ def test_noop_update_writes_nothing(store: Store) -> None:
     again = store.update(created)
     assert again == created
     assert store.current_rv() == "1"
-    cur = store.get("PyTorchJob", "default", "pytest")
+    cur = store.get("PyTorchJob", "pytest", "default")
     assert store.update_status(cur)["metadata"]["resourceVersion"] == "1"
     assert w.pending() == 0
 
@@ -375,21 +375,21 @@ def test_podgroup_has_no_status_subresource(store: Store) -> None:
 
 def test_merge_patch(store: Store) -> None:
     store.create(job())
-    out = store.patch("PyTorchJob", "default", "pytest",
+    out = store.patch("PyTorchJob", "pytest", "default",
                       {"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"runPolicy": {"backoffLimit": 4}}})
     assert out["metadata"]["labels"] == {"a": "1", "b": "2"}
     assert out["spec"]["runPolicy"]["backoffLimit"] == 4
     assert out["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] == 1
     assert out["metadata"]["generation"] == 2
-    out = store.patch("PyTorchJob", "default", "pytest", {"metadata": {"labels": {"a": None}}})
+    out = store.patch("PyTorchJob", "pytest", "default", {"metadata": {"labels": {"a": None}}})
     assert out["metadata"]["labels"] == {"b": "2"}
 
 
 def test_merge_patch_with_resource_version_is_a_precondition(store: Store) -> None:
     created = store.create(job())
-    store.patch("PyTorchJob", "default", "pytest", {"metadata": {"labels": {"a": "1"}}})
+    store.patch("PyTorchJob", "pytest", "default", {"metadata": {"labels": {"a": "1"}}})
     with pytest.raises(Conflict):
-        store.patch("PyTorchJob", "default", "pytest",
+        store.patch("PyTorchJob", "pytest", "default",
                     {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"], "labels": {"a": "2"}}})
 
 
@@ -400,7 +400,7 @@ def test_json_patch_as_golden_32(store: Store) -> None:
         {"op": "replace", "path": "/spec/runPolicy/backoffLimit", "value": 4},
         {"op": "add", "path": "/metadata/labels", "value": {"example.com/jsonpatch": "yes"}},
     ]
-    out = store.patch("PyTorchJob", "default", "pytest", ops, "json")
+    out = store.patch("PyTorchJob", "pytest", "default", ops, "json")
     assert out["spec"]["runPolicy"]["backoffLimit"] == 4
     assert out["metadata"]["labels"] == {"example.com/jsonpatch": "yes"}
     assert out["metadata"]["generation"] == 2
@@ -412,7 +412,7 @@ def test_json_patch_failed_test_is_422_and_changes_nothing(store: Store) -> None
     ops = [{"op": "test", "path": "/spec/runPolicy/backoffLimit", "value": 3},
            {"op": "replace", "path": "/spec/runPolicy/backoffLimit", "value": 5}]
     with pytest.raises(PatchRejected) as e:
-        store.patch("PyTorchJob", "default", "pytest", ops, "json")
+        store.patch("PyTorchJob", "pytest", "default", ops, "json")
     assert isinstance(e.value, Invalid)
     assert e.value.to_status() == {  # golden 33 (minus details)
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -420,16 +420,16 @@ def test_json_patch_failed_test_is_422_and_changes_nothing(store: Store) -> None
         "reason": "Invalid", "code": 422}
     assert "testing value" in e.value.cause
     assert store.current_rv() == rv
-    assert store.get("PyTorchJob", "default", "pytest")["spec"]["runPolicy"]["backoffLimit"] == 4
+    assert store.get("PyTorchJob", "pytest", "default")["spec"]["runPolicy"]["backoffLimit"] == 4
 
 
 def test_patch_status_subresource_and_main_resource_ignores_status(store: Store) -> None:
     store.create(job())
-    out = store.patch("PyTorchJob", "default", "pytest", {"status": {"startTime": "t"}}, subresource="status")
+    out = store.patch("PyTorchJob", "pytest", "default", {"status": {"startTime": "t"}}, subresource="status")
     assert out["status"] == {"startTime": "t"}
-    out = store.patch("PyTorchJob", "default", "pytest", {"status": {"startTime": "u"}})
+    out = store.patch("PyTorchJob", "pytest", "default", {"status": {"startTime": "u"}})
     assert out["status"] == {"startTime": "t"}
-    out = store.patch("PyTorchJob", "default", "pytest",
+    out = store.patch("PyTorchJob", "pytest", "default",
                       [{"op": "add", "path": "/status/completionTime", "value": "c"}], "json", "status")
     assert out["status"] == {"startTime": "t", "completionTime": "c"}
 
@@ -437,21 +437,21 @@ def test_patch_status_subresource_and_main_resource_ignores_status(store: Store)
 def test_patch_refusals(store: Store) -> None:
     store.create(job())
     with pytest.raises(BadRequest, match='unsupported patch type "apply"'):
-        store.patch("PyTorchJob", "default", "pytest", {}, "apply")
+        store.patch("PyTorchJob", "pytest", "default", {}, "apply")
     with pytest.raises(BadRequest, match='unsupported patch type "strategic"'):
-        store.patch("PyTorchJob", "default", "pytest", {}, "strategic")  # the server's job
+        store.patch("PyTorchJob", "pytest", "default", {}, "strategic")  # the server's job
     with pytest.raises(BadRequest, match="does not match the name"):
-        store.patch("PyTorchJob", "default", "pytest", {"metadata": {"name": "other"}})
+        store.patch("PyTorchJob", "pytest", "default", {"metadata": {"name": "other"}})
     with pytest.raises(BadRequest, match="may not change kind"):
-        store.patch("PyTorchJob", "default", "pytest", {"kind": "TFJob"})
+        store.patch("PyTorchJob", "pytest", "default", {"kind": "TFJob"})
     with pytest.raises(BadRequest, match="merge patch must be a JSON object"):
-        store.patch("PyTorchJob", "default", "pytest", [1])
+        store.patch("PyTorchJob", "pytest", "default", [1])
     with pytest.raises(BadRequest, match="unsupported op"):
-        store.patch("PyTorchJob", "default", "pytest", [{"op": "frob", "path": "/spec"}], "json")
+        store.patch("PyTorchJob", "pytest", "default", [{"op": "frob", "path": "/spec"}], "json")
     with pytest.raises(BadRequest, match='unsupported subresource "scale"'):
-        store.patch("PyTorchJob", "default", "pytest", {}, subresource="scale")
+        store.patch("PyTorchJob", "pytest", "default", {}, subresource="scale")
     with pytest.raises(NotFound):
-        store.patch("PyTorchJob", "default", "nope", {})
+        store.patch("PyTorchJob", "nope", "default", {})
     assert store.current_rv() == "1"
 
 
@@ -461,17 +461,17 @@ def test_patch_refusals(store: Store) -> None:
 def test_delete_other_kinds_at_once(store: Store) -> None:
     created = store.create(job())
     w = store.watch("PyTorchJob", since_rv=store.current_rv())
-    assert store.delete("PyTorchJob", "default", "pytest") is None
+    assert store.delete("PyTorchJob", "pytest", "default") is None
     with pytest.raises(NotFound):
-        store.get("PyTorchJob", "default", "pytest")
+        store.get("PyTorchJob", "pytest", "default")
     [(t, obj)] = drain(w)
     assert t == "DELETED"
     assert obj["metadata"]["uid"] == created["metadata"]["uid"]
     assert obj["metadata"]["resourceVersion"] == store.current_rv() == "2"
     with pytest.raises(NotFound):
-        store.delete("PyTorchJob", "default", "pytest")
+        store.delete("PyTorchJob", "pytest", "default")
     again = store.create(job())
-    last = store.delete("PyTorchJob", "default", "pytest", return_deleted=True)  # for the HTTP API
+    last = store.delete("PyTorchJob", "pytest", "default", return_deleted=True)  # for the HTTP API
     assert last["metadata"]["uid"] == again["metadata"]["uid"]
     assert last["metadata"]["resourceVersion"] == store.current_rv()
 
@@ -481,7 +481,7 @@ def test_bound_pod_is_deleted_gracefully(store: Store, clock: FakeClock) -> None
     store.bind("default", "p", "las1")
     w = store.watch("Pod", since_rv=store.current_rv())
     clock.advance(5)
-    out = store.delete("Pod", "default", "p")
+    out = store.delete("Pod", "p", "default")
     assert out is not None  # golden 64: the pod stays, Terminating
     assert out["metadata"]["deletionTimestamp"] == format_time(clock.now() + timedelta(seconds=30))
     assert out["metadata"]["deletionGracePeriodSeconds"] == 30
@@ -490,37 +490,37 @@ def test_bound_pod_is_deleted_gracefully(store: Store, clock: FakeClock) -> None
 
     # Deleting again without a shorter grace period changes nothing.
     rv = store.current_rv()
-    assert store.delete("Pod", "default", "p") == out
+    assert store.delete("Pod", "p", "default") == out
     assert store.current_rv() == rv
 
     # The node agent confirms with grace 0: gone, DELETED carries the last state.
-    assert store.delete("Pod", "default", "p", grace_period_seconds=0) is None
+    assert store.delete("Pod", "p", "default", grace_period_seconds=0) is None
     [(t, last)] = drain(w)
     assert t == "DELETED" and last["metadata"]["deletionGracePeriodSeconds"] == 0
     with pytest.raises(NotFound):
-        store.get("Pod", "default", "p")
+        store.get("Pod", "p", "default")
 
 
 def test_pod_grace_period_from_spec_and_shortening(store: Store, clock: FakeClock) -> None:
     store.create(pod(terminationGracePeriodSeconds=60))
     store.bind("default", "p", "las1")
     t0 = clock.now()
-    out = store.delete("Pod", "default", "p")
+    out = store.delete("Pod", "p", "default")
     assert out["metadata"]["deletionGracePeriodSeconds"] == 60
     clock.advance(3)
-    out = store.delete("Pod", "default", "p", grace_period_seconds=10)
+    out = store.delete("Pod", "p", "default", grace_period_seconds=10)
     assert out["metadata"]["deletionGracePeriodSeconds"] == 10
     assert out["metadata"]["deletionTimestamp"] == format_time(t0 + timedelta(seconds=10))
     assert out["metadata"]["generation"] == 2  # bumped once, when deletion started
-    assert store.delete("Pod", "default", "p", grace_period_seconds=20)["metadata"]["deletionGracePeriodSeconds"] == 10
+    assert store.delete("Pod", "p", "default", grace_period_seconds=20)["metadata"]["deletionGracePeriodSeconds"] == 10
     with pytest.raises(BadRequest, match="gracePeriodSeconds"):
-        store.delete("Pod", "default", "p", grace_period_seconds="5")  # type: ignore[arg-type]
+        store.delete("Pod", "p", "default", grace_period_seconds="5")  # type: ignore[arg-type]
 
 
 def test_unbound_and_finished_pods_go_at_once(store: Store, clock: FakeClock) -> None:
     store.create(pod("unbound"))
     w = store.watch("Pod", since_rv=store.current_rv())
-    assert store.delete("Pod", "default", "unbound") is None
+    assert store.delete("Pod", "unbound", "default") is None
     [(t, last)] = drain(w)
     # golden 65: the last state shows the deletion stamp with a zero grace period
     assert t == "DELETED"
@@ -530,14 +530,14 @@ def test_unbound_and_finished_pods_go_at_once(store: Store, clock: FakeClock) ->
 
     store.create(pod("done"))
     store.bind("default", "done", "las1")
-    cur = store.get("Pod", "default", "done")
+    cur = store.get("Pod", "done", "default")
     cur["status"]["phase"] = "Succeeded"
     store.update_status(cur)
-    assert store.delete("Pod", "default", "done") is None
+    assert store.delete("Pod", "done", "default") is None
 
     store.create(pod("forced"))
     store.bind("default", "forced", "las1")
-    assert store.delete("Pod", "default", "forced", grace_period_seconds=0) is None
+    assert store.delete("Pod", "forced", "default", grace_period_seconds=0) is None
     assert store.list("Pod")[0] == []
 
 
@@ -546,23 +546,23 @@ def test_finalizers_hold_deletion_until_removed(store: Store, clock: FakeClock) 
     j["metadata"]["finalizers"] = ["example.com/keep"]
     store.create(j)
     w = store.watch("PyTorchJob", since_rv=store.current_rv())
-    out = store.delete("PyTorchJob", "default", "pytest")
+    out = store.delete("PyTorchJob", "pytest", "default")
     assert out["metadata"]["deletionTimestamp"] == format_time(clock.now())
     assert out["metadata"]["deletionGracePeriodSeconds"] == 0
     assert out["metadata"]["generation"] == 2
-    assert store.delete("PyTorchJob", "default", "pytest") == out  # still pending
+    assert store.delete("PyTorchJob", "pytest", "default") == out  # still pending
 
     out["metadata"]["finalizers"].append("example.com/more")
     with pytest.raises(Invalid, match="no new finalizers can be added"):
         store.update(out)
 
-    cur = store.get("PyTorchJob", "default", "pytest")
+    cur = store.get("PyTorchJob", "pytest", "default")
     cur["metadata"]["labels"] = {"still": "here"}
     cur = store.update(cur)  # other updates are fine while deleting
     cur["metadata"]["finalizers"] = []
     store.update(cur)
     with pytest.raises(NotFound):
-        store.get("PyTorchJob", "default", "pytest")
+        store.get("PyTorchJob", "pytest", "default")
     assert [t for t, _ in drain(w)] == ["MODIFIED", "MODIFIED", "DELETED"]
 
 
@@ -570,8 +570,8 @@ def test_finalizer_removed_by_patch_deletes(store: Store) -> None:
     j = job()
     j["metadata"]["finalizers"] = ["a"]
     store.create(j)
-    store.delete("PyTorchJob", "default", "pytest")
-    store.patch("PyTorchJob", "default", "pytest", {"metadata": {"finalizers": None}})
+    store.delete("PyTorchJob", "pytest", "default")
+    store.patch("PyTorchJob", "pytest", "default", {"metadata": {"finalizers": None}})
     assert store.list("PyTorchJob")[0] == []
 
 
@@ -580,8 +580,8 @@ def test_pod_with_finalizer_stays_after_grace_zero(store: Store) -> None:
     p["metadata"]["finalizers"] = ["f"]
     store.create(p)
     store.bind("default", "p", "las1")
-    store.delete("Pod", "default", "p")
-    out = store.delete("Pod", "default", "p", grace_period_seconds=0)
+    store.delete("Pod", "p", "default")
+    out = store.delete("Pod", "p", "default", grace_period_seconds=0)
     assert out is not None and out["metadata"]["deletionGracePeriodSeconds"] == 0
     out["metadata"]["finalizers"] = []
     store.update(out)
@@ -591,9 +591,9 @@ def test_pod_with_finalizer_stays_after_grace_zero(store: Store) -> None:
 def test_delete_uid_precondition(store: Store) -> None:
     store.create(job())
     with pytest.raises(Conflict, match="Precondition failed: UID in precondition: nope"):
-        store.delete("PyTorchJob", "default", "pytest", preconditions_uid="nope")
-    uid = store.get("PyTorchJob", "default", "pytest")["metadata"]["uid"]
-    assert store.delete("PyTorchJob", "default", "pytest", preconditions_uid=uid) is None
+        store.delete("PyTorchJob", "pytest", "default", preconditions_uid="nope")
+    uid = store.get("PyTorchJob", "pytest", "default")["metadata"]["uid"]
+    assert store.delete("PyTorchJob", "pytest", "default", preconditions_uid=uid) is None
 
 
 # ------------------------------------------------------------------ bind
@@ -602,7 +602,7 @@ def test_delete_uid_precondition(store: Store) -> None:
 def test_bind_sets_node_and_pod_scheduled(store: Store, clock: FakeClock) -> None:
     created = store.create(pod())
     store.bind("default", "p", "las1")
-    got = store.get("Pod", "default", "p")
+    got = store.get("Pod", "p", "default")
     assert got["spec"]["nodeName"] == "las1"
     assert got["status"]["conditions"] == [{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                                             "lastTransitionTime": format_time(clock.now())}]
@@ -616,16 +616,16 @@ def test_bind_sets_node_and_pod_scheduled(store: Store, clock: FakeClock) -> Non
 def test_bind_replaces_unschedulable_condition_and_refuses_deleting_pods(store: Store) -> None:
     p = pod()
     store.create(p)
-    cur = store.get("Pod", "default", "p")
+    cur = store.get("Pod", "p", "default")
     cur["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
     store.update_status(cur)
     store.bind("default", "p", "las1")
-    [cond] = store.get("Pod", "default", "p")["status"]["conditions"]
+    [cond] = store.get("Pod", "p", "default")["status"]["conditions"]
     assert cond["status"] == "True" and "reason" not in cond
     p2 = pod("q")
     p2["metadata"]["finalizers"] = ["f"]
     store.create(p2)
-    store.delete("Pod", "default", "q")  # unbound, but held by a finalizer
+    store.delete("Pod", "q", "default")  # unbound, but held by a finalizer
     with pytest.raises(Conflict, match="is being deleted"):
         store.bind("default", "q", "las1")
 
@@ -638,8 +638,8 @@ async def test_watch_from_resource_version(store: Store) -> None:
     w = store.watch("PyTorchJob", "default", since_rv=store.current_rv())
     store.create(job("a"))
     store.create(pod("ignored-other-kind"))
-    store.patch("PyTorchJob", "default", "a", {"metadata": {"labels": {"x": "y"}}})
-    store.delete("PyTorchJob", "default", "a")
+    store.patch("PyTorchJob", "a", "default", {"metadata": {"labels": {"x": "y"}}})
+    store.delete("PyTorchJob", "a", "default")
     evs = [await next_event(w) for _ in range(3)]
     assert [(e.type, e.object["metadata"]["name"]) for e in evs] == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
     rvs = [int(e.object["metadata"]["resourceVersion"]) for e in evs]
@@ -721,7 +721,7 @@ async def test_watch_events_are_copies(store: Store) -> None:
     e1, e2 = await next_event(w1), await next_event(w2)
     e1.object["spec"]["mutated"] = True
     assert "mutated" not in e2.object["spec"]
-    assert "mutated" not in store.get("PyTorchJob", "default", "pytest")["spec"]
+    assert "mutated" not in store.get("PyTorchJob", "pytest", "default")["spec"]
 
 
 async def test_store_close_ends_watches(store: Store) -> None:
@@ -794,9 +794,9 @@ def test_admission_refusal_stores_nothing(clock: FakeClock) -> None:
     with pytest.raises(Invalid):
         store.update(created)
     with pytest.raises(Invalid):
-        store.patch("PyTorchJob", "default", "pytest", {"spec": {"runPolicy": {"backoffLimit": -2}}})
+        store.patch("PyTorchJob", "pytest", "default", {"spec": {"runPolicy": {"backoffLimit": -2}}})
     assert store.current_rv() == "1"
-    assert store.get("PyTorchJob", "default", "pytest")["spec"]["runPolicy"]["backoffLimit"] == 3
+    assert store.get("PyTorchJob", "pytest", "default")["spec"]["runPolicy"]["backoffLimit"] == 3
     assert w.pending() == 1
 
 
@@ -851,8 +851,8 @@ def test_plugins_allocate_refuse_and_release(clock: FakeClock) -> None:
         store.create({**svc, "metadata": {"name": "refused", "namespace": "default"}})
     assert allocated == {"ok"}  # the refused create released its allocation
     with pytest.raises(NotFound):
-        store.get("Service", "default", "refused")
-    store.delete("Service", "default", "ok")
+        store.get("Service", "refused", "default")
+    store.delete("Service", "ok", "default")
     assert allocated == set()
     assert ("delete", "ok") in log
 
@@ -879,7 +879,7 @@ def test_persistence_reload_continues_resource_versions(tmp_path, clock: FakeClo
     created = s1.create(job("b"))
     s1.create(pod("p"))
     s1.bind("default", "p", "las1")
-    s1.delete("PyTorchJob", "default", "a")
+    s1.delete("PyTorchJob", "a", "default")
     s1.update_status(dict(created, status={"startTime": "t"}))
     rv = s1.current_rv()
     s1.close()
@@ -887,9 +887,9 @@ def test_persistence_reload_continues_resource_versions(tmp_path, clock: FakeClo
     s2 = Store(db, clock)
     assert s2.current_rv() == rv
     assert [j["metadata"]["name"] for j in s2.list("PyTorchJob")[0]] == ["b"]
-    b = s2.get("PyTorchJob", "default", "b")
+    b = s2.get("PyTorchJob", "b", "default")
     assert b["status"] == {"startTime": "t"} and b["metadata"]["uid"] == created["metadata"]["uid"]
-    assert s2.get("Pod", "default", "p")["spec"]["nodeName"] == "las1"
+    assert s2.get("Pod", "p", "default")["spec"]["nodeName"] == "las1"
     assert s2.create(job("c"))["metadata"]["resourceVersion"] == str(int(rv) + 1)
     with pytest.raises(Gone):
         s2.watch("PyTorchJob", since_rv=str(int(rv) - 1))
@@ -901,7 +901,7 @@ def test_deletion_advances_the_persisted_counter(tmp_path, clock: FakeClock) -> 
     db = tmp_path / "state.db"
     s1 = Store(db, clock)
     s1.create(job())
-    s1.delete("PyTorchJob", "default", "pytest")
+    s1.delete("PyTorchJob", "pytest", "default")
     s1.close()
     s2 = Store(db, clock)
     assert s2.current_rv() == "2"
@@ -939,7 +939,7 @@ def test_storage_failure_changes_nothing_in_memory(tmp_path, clock: FakeClock) -
         s.create(job("b"))
     assert s.current_rv() == "1" and w.pending() == 0
     with pytest.raises(NotFound):
-        s.get("PyTorchJob", "default", "b")
+        s.get("PyTorchJob", "b", "default")
     s.close()
 
 
@@ -971,4 +971,4 @@ def test_admission_may_default_the_namespace(clock: FakeClock) -> None:
     j = job()
     del j["metadata"]["namespace"]
     assert store.create(j)["metadata"]["namespace"] == "default"
-    assert store.get("PyTorchJob", "default", "pytest")
+    assert store.get("PyTorchJob", "pytest", "default")

@@ -40,4 +40,4 @@ def test_store_keeps_non_ascii_text_and_measures_it_in_bytes() -> None:
                                                               "annotations": {"note": "é\u2028✓"}}}
     created = store.create(cm)
     assert created["metadata"]["annotations"]["note"] == "é\u2028✓"
-    assert store.get("ConfigMap", "default", "c")["metadata"]["annotations"]["note"] == "é\u2028✓"
+    assert store.get("ConfigMap", "c", "default")["metadata"]["annotations"]["note"] == "é\u2028✓"

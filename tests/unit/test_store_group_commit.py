@@ -54,7 +54,7 @@ async def test_watch_events_wait_for_the_commit(tmp_path):
     store = make(tmp_path)
     w = store.watch("Queue", None, store.current_rv())
     store.create(queue("a"))  # staged: in memory at once, not yet on disk
-    assert store.get("Queue", None, "a")["metadata"]["name"] == "a"
+    assert store.get("Queue", "a")["metadata"]["name"] == "a"
     assert w.pending() == 0 and stored_names(tmp_path) == set()
     await store.flush()
     assert w.pending() == 1 and stored_names(tmp_path) == {"a"}
@@ -100,7 +100,7 @@ async def test_close_commits_what_is_staged(tmp_path):
     store.close()
     assert stored_names(tmp_path) == {"a"}
     again = make(tmp_path)
-    assert again.get("Queue", None, "a")["metadata"]["name"] == "a"
+    assert again.get("Queue", "a")["metadata"]["name"] == "a"
     again.close()
 
 

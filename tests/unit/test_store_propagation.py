@@ -8,7 +8,7 @@ import pytest
 from phalanx.objects.clock import FakeClock, format_time
 from phalanx.objects.errors import BadRequest, NotFound
 from phalanx.store import Store
-from phalanx.store.store import gc_finalizers
+from phalanx.store.rules import gc_finalizers
 
 
 def job(name: str = "pytest", finalizers: list[str] | None = None) -> dict:
@@ -34,7 +34,7 @@ def store(clock) -> Store:
 
 
 def drop_finalizer(store: Store, kind: str, name: str, finalizer: str) -> dict:
-    obj = store.get(kind, "default", name)
+    obj = store.get(kind, name, "default")
     obj["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers", []) if f != finalizer]
     return store.update(obj)
 
@@ -55,73 +55,73 @@ def test_gc_finalizers(policy, before, after):
 def test_foreground_keeps_the_object_marked_until_the_finalizer_goes(store, clock):
     created = store.create(job())
     w = store.watch("PyTorchJob", "default", created["metadata"]["resourceVersion"])
-    marked = store.delete("PyTorchJob", "default", "pytest", propagation_policy="Foreground")
+    marked = store.delete("PyTorchJob", "pytest", "default", propagation_policy="Foreground")
     meta = marked["metadata"]
     assert meta["finalizers"] == ["foregroundDeletion"]
     assert meta["deletionTimestamp"] == format_time(clock.now()) and meta["deletionGracePeriodSeconds"] == 0
     assert meta["generation"] == 2
-    assert store.get("PyTorchJob", "default", "pytest") == marked
+    assert store.get("PyTorchJob", "pytest", "default") == marked
     # Deleting again changes nothing.
-    assert store.delete("PyTorchJob", "default", "pytest", propagation_policy="Foreground") == marked
+    assert store.delete("PyTorchJob", "pytest", "default", propagation_policy="Foreground") == marked
     assert store.current_rv() == meta["resourceVersion"]
     assert drop_finalizer(store, "PyTorchJob", "pytest", "foregroundDeletion")["metadata"]["name"] == "pytest"
     with pytest.raises(NotFound):
-        store.get("PyTorchJob", "default", "pytest")
+        store.get("PyTorchJob", "pytest", "default")
     assert [t for t, _ in w._pending] == ["MODIFIED", "DELETED"]
     w.close()
 
 
 def test_orphan_adds_its_finalizer(store):
     store.create(job())
-    marked = store.delete("PyTorchJob", "default", "pytest", propagation_policy="Orphan")
+    marked = store.delete("PyTorchJob", "pytest", "default", propagation_policy="Orphan")
     assert marked["metadata"]["finalizers"] == ["orphan"]
 
 
 def test_background_on_an_object_waiting_for_its_dependents_deletes_it_now(store):
     store.create(job())
-    store.delete("PyTorchJob", "default", "pytest", propagation_policy="Foreground")
-    assert store.delete("PyTorchJob", "default", "pytest", propagation_policy="Background") is None
+    store.delete("PyTorchJob", "pytest", "default", propagation_policy="Foreground")
+    assert store.delete("PyTorchJob", "pytest", "default", propagation_policy="Background") is None
     with pytest.raises(NotFound):
-        store.get("PyTorchJob", "default", "pytest")
+        store.get("PyTorchJob", "pytest", "default")
 
 
 def test_other_finalizers_still_hold_the_object(store):
     store.create(job(finalizers=["example.com/keep"]))
-    marked = store.delete("PyTorchJob", "default", "pytest", propagation_policy="Background")
+    marked = store.delete("PyTorchJob", "pytest", "default", propagation_policy="Background")
     assert marked["metadata"]["finalizers"] == ["example.com/keep"]
-    switched = store.delete("PyTorchJob", "default", "pytest", propagation_policy="Foreground")
+    switched = store.delete("PyTorchJob", "pytest", "default", propagation_policy="Foreground")
     assert switched["metadata"]["finalizers"] == ["example.com/keep", "foregroundDeletion"]
 
 
 def test_a_bound_pod_in_the_foreground_waits_for_its_agent_and_the_finalizer(store):
     store.create(pod())
     store.bind("default", "p", "las1")
-    marked = store.delete("Pod", "default", "p", propagation_policy="Foreground")
+    marked = store.delete("Pod", "p", "default", propagation_policy="Foreground")
     assert marked["metadata"]["deletionGracePeriodSeconds"] == 30
     assert marked["metadata"]["finalizers"] == ["foregroundDeletion"]
     # The collector drops the finalizer at once (no dependents): the grace period still holds the pod.
     assert drop_finalizer(store, "Pod", "p", "foregroundDeletion")["metadata"]["deletionGracePeriodSeconds"] == 30
-    assert store.get("Pod", "default", "p")
+    assert store.get("Pod", "p", "default")
     # The node agent, once the processes are gone:
-    assert store.delete("Pod", "default", "p", grace_period_seconds=0) is None
+    assert store.delete("Pod", "p", "default", grace_period_seconds=0) is None
     with pytest.raises(NotFound):
-        store.get("Pod", "default", "p")
+        store.get("Pod", "p", "default")
 
 
 def test_a_bound_pod_killed_before_the_finalizer_goes_stays_until_it_does(store):
     store.create(pod())
     store.bind("default", "p", "las1")
-    store.delete("Pod", "default", "p", propagation_policy="Foreground")
-    stays = store.delete("Pod", "default", "p", grace_period_seconds=0)
+    store.delete("Pod", "p", "default", propagation_policy="Foreground")
+    stays = store.delete("Pod", "p", "default", grace_period_seconds=0)
     assert stays["metadata"]["deletionGracePeriodSeconds"] == 0
     drop_finalizer(store, "Pod", "p", "foregroundDeletion")
     with pytest.raises(NotFound):
-        store.get("Pod", "default", "p")
+        store.get("Pod", "p", "default")
 
 
 def test_an_unknown_policy_is_refused(store):
     store.create(job())
     with pytest.raises(BadRequest) as e:
-        store.delete("PyTorchJob", "default", "pytest", propagation_policy="Later")
+        store.delete("PyTorchJob", "pytest", "default", propagation_policy="Later")
     assert 'propagationPolicy: Unsupported value: "Later"' in e.value.message
-    assert store.get("PyTorchJob", "default", "pytest")
+    assert store.get("PyTorchJob", "pytest", "default")

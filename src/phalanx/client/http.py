@@ -14,7 +14,7 @@ import json
 import ssl
 import urllib.parse
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 import aiohttp
 
@@ -27,6 +27,7 @@ from phalanx.client.wire import (
     error_from_body,
     error_from_status,
     log_params,
+    object_identity,
     parse_event,
     resource_path,
     resource_type,
@@ -163,40 +164,17 @@ class HttpClient:
         rv = (body.get("metadata") or {}).get("resourceVersion") or ""
         return ObjectList(items, str(rv))
 
-    def _namespace_of(self, rt: ResourceType, obj: Obj) -> str | None:
-        if not isinstance(obj, dict):
-            raise BadRequest("the object must be a JSON object")
-        if not rt.namespaced:
-            return None
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        return meta.get("namespace") or "default"
-
-    def _kind_of(self, obj: Obj) -> ResourceType:
-        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or not obj.get("kind"):
-            raise BadRequest("Object 'Kind' is missing in the object")
-        return self._rt(obj["kind"])
-
-    @staticmethod
-    def _name_of(obj: Obj) -> str:
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            raise BadRequest("metadata.name: Required value: name is required")
-        return name
-
     async def create(self, obj: Obj) -> Obj:
-        rt = self._kind_of(obj)
-        return await self._request("POST", self._path(rt, self._namespace_of(rt, obj)), body=obj)
+        rt, ns, _ = object_identity(obj, need_name=False)
+        return await self._request("POST", self._path(rt, ns), body=obj)
 
     async def update(self, obj: Obj) -> Obj:
-        rt = self._kind_of(obj)
-        return await self._request("PUT", self._path(rt, self._namespace_of(rt, obj), self._name_of(obj)),
-                                   body=obj)
+        rt, ns, name = object_identity(obj, need_name=True)
+        return await self._request("PUT", self._path(rt, ns, name), body=obj)
 
     async def update_status(self, obj: Obj) -> Obj:
-        rt = self._kind_of(obj)
-        return await self._request("PUT", self._path(rt, self._namespace_of(rt, obj), self._name_of(obj),
-                                                     "status"), body=obj)
+        rt, ns, name = object_identity(obj, need_name=True)
+        return await self._request("PUT", self._path(rt, ns, name, "status"), body=obj)
 
     async def patch(
         self, kind: str, name: str, namespace: str | None, patch: Any,
@@ -292,7 +270,7 @@ class HttpClient:
                 yield chunk
 
     async def _stream_log(self, url: str, container: str | None, follow: bool, tail: int | None,
-                          previous: bool) -> AsyncIterator[bytes]:
+                          previous: bool) -> AsyncGenerator[bytes, None]:
         params = log_params(container, follow, tail, previous)
         try:
             async with self._get_session().get(url, params=params, timeout=_STREAM_TIMEOUT) as resp:

@@ -20,7 +20,7 @@ speaks the same protocol). Built on lightkube's ``AsyncClient`` (pinned):
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator, cast
 
 import httpx2
 import msgspec
@@ -38,10 +38,12 @@ from lightkube.generic_resource import (
 )
 from lightkube.types import PatchType
 
-from phalanx.api.registry import ResourceType, by_kind
+from phalanx.api.registry import ResourceType
 from phalanx.client.http import error_from_status
 from phalanx.client.interface import Obj, ObjectList
 from phalanx.client.ratelimit import TokenBucket
+from phalanx.client.wire import label_selector as selector_query
+from phalanx.client.wire import object_identity, resource_type
 from phalanx.objects.errors import ApiError, BadRequest
 from phalanx.objects.watch import WatchEvent
 
@@ -75,7 +77,9 @@ def _classes(rt: ResourceType) -> tuple[type, type]:
     return main, status
 
 
-class PodBinding(lkres.NamespacedSubResource, Generic):
+# The bases of lightkube's own generic subresources (GenericNamespacedStatus), whose
+# typed attributes mypy sees clash.
+class PodBinding(lkres.NamespacedSubResource, Generic):  # type: ignore[misc]
     """``POST pods/{name}/binding`` with a v1 Binding; the answer (a Status) stays a dict."""
 
     _api_info = lkres.ApiInfo(resource=lkres.ResourceDef("", "v1", "Binding"),
@@ -88,10 +92,7 @@ _CLASSES: dict[str, tuple[type, type]] = {}
 
 def resource_classes(kind: str) -> tuple[ResourceType, type, type]:
     """(resource type, main class, status class) of a registry kind; BadRequest if unknown."""
-    try:
-        rt = by_kind(kind)
-    except (KeyError, TypeError):
-        raise BadRequest(f'unknown kind "{kind}"') from None
+    rt = resource_type(kind)
     if kind not in _CLASSES:
         _CLASSES[kind] = _classes(rt)
     main, status = _CLASSES[kind]
@@ -132,7 +133,7 @@ def translate(e: BaseException) -> ApiError:
             body = None
         return error_from_status(body if isinstance(body, dict) else {}, code)
     if isinstance(e, (httpx2.HTTPError, OSError)):
-        return _unavailable(e)  # type: ignore[arg-type]
+        return _unavailable(e)
     if isinstance(e, msgspec.DecodeError):
         return ApiError(f"the server sent a response that is not JSON: {e}")
     return ApiError(f"{type(e).__name__}: {e}")
@@ -146,14 +147,6 @@ def _plain(obj: Any) -> Obj:
     if isinstance(obj, Generic):
         return obj.to_dict()
     return dict(obj) if isinstance(obj, dict) else {}
-
-
-def _selector(sel: str | dict[str, str] | None) -> str | None:
-    if sel is None:
-        return None
-    if isinstance(sel, dict):
-        return ",".join(f"{k}={v}" for k, v in sel.items()) or None
-    return sel or None
 
 
 # ---------------------------------------------------------------- client
@@ -174,7 +167,9 @@ class KubeClient:
         # Proxy settings from the environment never apply to a loopback server.
         self._lk = AsyncClient(config, timeout=httpx2.Timeout(timeout), field_manager=field_manager,
                                trust_env=not loopback)
-        self._generic: GenericAsyncClient = self._lk._client  # the library's request layer (same connection)
+        # lightkube's generic request layer, over the same connection: its public API takes no raw
+        # selector strings and no DeleteOptions body (preconditions), which list and delete need.
+        self._generic: GenericAsyncClient = self._lk._client  # noqa: SLF001
         self.server = server
         self.limiter = TokenBucket(qps, burst)
 
@@ -199,14 +194,10 @@ class KubeClient:
         return namespace
 
     @staticmethod
-    def _identity(obj: Obj) -> tuple[ResourceType, type, type, str, str | None]:
-        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or not obj.get("kind"):
-            raise BadRequest("Object 'Kind' is missing in the object")
-        rt, main, status = resource_classes(obj["kind"])
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        name = meta.get("name")
-        ns = (meta.get("namespace") or "default") if rt.namespaced else None
-        return rt, main, status, name if isinstance(name, str) else "", ns
+    def _identity(obj: Obj, need_name: bool) -> tuple[ResourceType, type, type, str | None]:
+        rt, ns, _ = object_identity(obj, need_name)
+        _, main, status = resource_classes(rt.kind)
+        return rt, main, status, ns
 
     @staticmethod
     def _with_namespace(obj: Obj, rt: ResourceType, ns: str | None) -> Obj:
@@ -235,7 +226,7 @@ class KubeClient:
     ) -> ObjectList:
         rt, main, _ = resource_classes(kind)
         ns = (namespace or ALL_NS) if rt.namespaced else None
-        params = {"limit": LIST_CHUNK, "labelSelector": _selector(label_selector),
+        params = {"limit": LIST_CHUNK, "labelSelector": selector_query(label_selector),
                   "fieldSelector": field_selector or None}
         items: list[Obj] = []
         rv = ""
@@ -258,7 +249,7 @@ class KubeClient:
         return ObjectList(items, rv)
 
     async def create(self, obj: Obj) -> Obj:
-        rt, main, _, _, ns = self._identity(obj)
+        rt, main, _, ns = self._identity(obj, need_name=False)
         await self.limiter.acquire()
         try:
             return _plain(await self._lk.create(main(self._with_namespace(obj, rt, ns))))
@@ -266,9 +257,7 @@ class KubeClient:
             raise translate(e) from None
 
     async def update(self, obj: Obj) -> Obj:
-        rt, main, _, name, ns = self._identity(obj)
-        if not name:
-            raise BadRequest("metadata.name: Required value: name is required")
+        rt, main, _, ns = self._identity(obj, need_name=True)
         await self.limiter.acquire()
         try:
             return _plain(await self._lk.replace(main(self._with_namespace(obj, rt, ns))))
@@ -278,9 +267,7 @@ class KubeClient:
     async def update_status(self, obj: Obj) -> Obj:
         """PUT ``/status``; for kinds without a status subresource (PodGroup,
         Event) the whole object, as their CRDs/types only allow."""
-        rt, main, status, name, ns = self._identity(obj)
-        if not name:
-            raise BadRequest("metadata.name: Required value: name is required")
+        rt, main, status, ns = self._identity(obj, need_name=True)
         cls = status if rt.has_status else main
         await self.limiter.acquire()
         try:
@@ -342,9 +329,9 @@ class KubeClient:
         return body
 
     async def bind(self, namespace: str, name: str, node_name: str) -> None:
-        binding = PodBinding({"apiVersion": "v1", "kind": "Binding",
-                              "metadata": {"name": name, "namespace": namespace},
-                              "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}})
+        binding = PodBinding.from_dict({"apiVersion": "v1", "kind": "Binding",
+                                        "metadata": {"name": name, "namespace": namespace},
+                                        "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}})
         await self.limiter.acquire()
         try:
             await self._lk.create(binding, name, namespace=namespace)
@@ -361,7 +348,8 @@ class KubeClient:
         kwargs: dict[str, Any] = {"resource_version": resource_version or None}
         if rt.namespaced:
             kwargs["namespace"] = namespace or ALL_NS
-        stream = self._lk.watch(main, **kwargs)
+        # Typed as an AsyncIterable; it is an async generator (GenericAsyncClient.watch).
+        stream = cast("AsyncGenerator[tuple[str, Any], None]", self._lk.watch(main, **kwargs))
         try:
             async for type_, obj in stream:
                 yield WatchEvent(type_, _plain(obj))

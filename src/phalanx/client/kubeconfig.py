@@ -20,6 +20,13 @@ class ConfigError(Exception):
     """No usable connection settings; the message says what was tried."""
 
 
+def _one(config: SingleConfig | None) -> SingleConfig:
+    """What ``KubeConfig.get`` answers without a default: a config, or it raised."""
+    if config is None:
+        raise _LightkubeConfigError("No current context set and no default provided")
+    return config
+
+
 def in_cluster_available(service_account_dir: Path | None = None) -> bool:
     """Running in a pod with a mounted service account token."""
     sa = service_account_dir or SERVICE_ACCOUNT_DIR
@@ -33,14 +40,14 @@ def from_url(url: str, token: str | None = None, ca_cert: str | Path | None = No
         raise ConfigError(f"server: must be an http(s) URL, got {url!r}")
     cluster = Cluster(server=url, certificate_auth=str(ca_cert) if ca_cert else None, insecure=insecure)
     user = User(token=token) if token else None
-    return KubeConfig.from_one(cluster=cluster, user=user, namespace=namespace).get()
+    return _one(KubeConfig.from_one(cluster=cluster, user=user, namespace=namespace).get())
 
 
 def from_service_account(service_account_dir: Path | None = None) -> SingleConfig:
     """The pod's service account (token re-read when it rotates)."""
     sa = service_account_dir or SERVICE_ACCOUNT_DIR
     try:
-        return KubeConfig.from_service_account(str(sa)).get()
+        return _one(KubeConfig.from_service_account(str(sa)).get())
     except (_LightkubeConfigError, KeyError, OSError) as e:
         raise ConfigError(f"no in-cluster configuration ({sa}): {e}") from None
 
@@ -49,7 +56,7 @@ def from_kubeconfig(path: str | Path, context: str | None = None) -> SingleConfi
     """A kubeconfig file (its current context, or ``context``)."""
     p = Path(path).expanduser()
     try:
-        return KubeConfig.from_file(p).get(context)
+        return _one(KubeConfig.from_file(p).get(context))
     except _LightkubeConfigError as e:
         raise ConfigError(f"kubeconfig {p}: {e}") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:

@@ -23,7 +23,7 @@ class LocalClient:
         self.store = store
 
     async def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
-        return self.store.get(kind, namespace, name)
+        return self.store.get(kind, name, namespace)
 
     async def list(
         self,
@@ -54,7 +54,7 @@ class LocalClient:
         self, kind: str, name: str, namespace: str | None, patch: Any,
         patch_type: str = "merge", subresource: str | None = None,
     ) -> Obj:
-        out = self.store.patch(kind, namespace, name, patch, patch_type, subresource)
+        out = self.store.patch(kind, name, namespace, patch, patch_type, subresource)
         await self.store.flush()
         return out
 
@@ -64,8 +64,7 @@ class LocalClient:
         preconditions_uid: str | None = None,
         propagation_policy: str | None = None,
     ) -> Obj | None:
-        out = self.store.delete(kind, namespace, name, grace_period_seconds, preconditions_uid,
-                                 propagation_policy=propagation_policy)
+        out = self.store.delete(kind, name, namespace, grace_period_seconds, preconditions_uid, propagation_policy)
         await self.store.flush()
         return out
 

@@ -21,6 +21,7 @@ from phalanx.client.wire import (
     Unreachable,
     error_from_body,
     log_params,
+    object_identity,
     parse_event,
     resource_path,
     resource_type,
@@ -175,11 +176,11 @@ class RestClient:
         return ObjectList(items, str(rv))
 
     def create(self, obj: Obj, params: dict[str, str] | None = None) -> Obj:
-        rt, ns, _ = _identity(obj, need_name=False)
+        rt, ns, _ = object_identity(obj, need_name=False)
         return self.request("POST", resource_path(rt, ns), params=params, body=obj)
 
     def update(self, obj: Obj, params: dict[str, str] | None = None) -> Obj:
-        rt, ns, name = _identity(obj, need_name=True)
+        rt, ns, name = object_identity(obj, need_name=True)
         return self.request("PUT", resource_path(rt, ns, name), params=params, body=obj)
 
     def patch(self, kind: str, name: str, namespace: str | None, patch: Any, patch_type: str = "merge",
@@ -242,20 +243,6 @@ def _reason(e: BaseException) -> str:
     if isinstance(e, socket.timeout):
         return "timed out"
     return str(e) or type(e).__name__
-
-
-def _identity(obj: Any, need_name: bool) -> tuple[Any, str | None, str | None]:
-    if not isinstance(obj, dict):
-        raise BadRequest("the object must be a JSON object")
-    if not isinstance(obj.get("kind"), str) or not obj.get("kind"):
-        raise BadRequest("Object 'Kind' is missing in the object")
-    rt = resource_type(obj["kind"])
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    ns = (meta.get("namespace") or "default") if rt.namespaced else None
-    name = meta.get("name")
-    if need_name and (not isinstance(name, str) or not name):
-        raise BadRequest("metadata.name: Required value: name is required")
-    return rt, ns, name
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:

@@ -7,6 +7,7 @@ from typing import Any, AsyncIterator, Callable
 
 from phalanx.client.interface import Client, Obj
 from phalanx.objects.errors import Gone, NotFound
+from phalanx.objects.meta import name_of
 
 
 @contextlib.asynccontextmanager
@@ -62,7 +63,7 @@ async def wait_for(
                 stream = client.watch(kind, namespace, resource_version=lst.resource_version)
                 async with closing_stream(stream):
                     async for ev in stream:
-                        if ev.type in ("ADDED", "MODIFIED") and (name is None or ev.object["metadata"]["name"] == name):
+                        if ev.type in ("ADDED", "MODIFIED") and (name is None or name_of(ev.object) == name):
                             if predicate(ev.object):
                                 return ev.object
             except Gone:
@@ -89,7 +90,7 @@ async def wait_for_deletion(client: Client, kind: str, name: str, namespace: str
                 stream = client.watch(kind, namespace, resource_version=lst.resource_version)
                 async with closing_stream(stream):
                     async for ev in stream:
-                        if ev.type == "DELETED" and ev.object["metadata"]["name"] == name:
+                        if ev.type == "DELETED" and name_of(ev.object) == name:
                             return
             except Gone:
                 pass

@@ -1,5 +1,6 @@
 """What the HTTP clients share about the wire: API paths built from the registry,
-patch content types, label selectors as query strings, and ``Status`` bodies turned
+patch content types, label selectors as query strings, the identity of an object to
+write, and ``Status`` bodies turned
 back into ``phalanx.objects.errors`` exceptions. Standard library only (the CLI imports it)."""
 from __future__ import annotations
 
@@ -152,6 +153,26 @@ def resource_type(kind: str) -> ResourceType:
         raise BadRequest(f'unknown kind "{kind}"') from None
 
 
+def object_identity(obj: Any, need_name: bool) -> tuple[ResourceType, str | None, str]:
+    """An object to write: its kind's registry entry, its namespace ("default" when a
+    namespaced object names none; None for cluster-scoped kinds) and its name ("" when
+    it has none). BadRequest when it is not an object, has no kind, or (``need_name``) no name."""
+    if not isinstance(obj, dict):
+        raise BadRequest("the object must be a JSON object")
+    kind = obj.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise BadRequest("Object 'Kind' is missing in the object")
+    rt = resource_type(kind)
+    meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+    ns = (meta.get("namespace") or "default") if rt.namespaced else None
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        if need_name:
+            raise BadRequest("metadata.name: Required value: name is required")
+        name = ""
+    return rt, ns, name
+
+
 def resource_path(rt: ResourceType, namespace: str | None, name: str | None = None,
                   subresource: str | None = None, collection_ns_required: bool = True) -> str:
     """``/api/v1/...`` or ``/apis/GROUP/VERSION/...`` for a collection, an object or its subresource.
@@ -182,7 +203,7 @@ def parse_event(line: bytes) -> WatchEvent | None:
         return None
     obj = ev.get("object")
     if ev.get("type") == "ERROR":
-        code = obj.get("code") if isinstance(obj, dict) and isinstance(obj.get("code"), int) else 500
+        code: int = obj["code"] if isinstance(obj, dict) and isinstance(obj.get("code"), int) else 500
         raise error_from_status(obj, code)
     if not isinstance(obj, dict) or not isinstance(ev.get("type"), str):
         return None

@@ -1,5 +1,7 @@
 """Versioned, watchable object store with SQLite persistence (DESIGN.md "store/")."""
-from phalanx.store.store import PatchRejected, PreconditionConflict, Store, resource_name
+from phalanx.store.errors import PatchRejected, PreconditionConflict
+from phalanx.store.rules import resource_name
+from phalanx.store.store import Store
 from phalanx.store.watch import Watcher
 
 __all__ = ["Store", "Watcher", "PatchRejected", "PreconditionConflict", "resource_name"]

@@ -1,8 +1,8 @@
 """The store's JSON codec: orjson for what the store itself writes and reads
-back (admitted objects, stored JSON), ~10x faster than the json module.
+back (admitted objects, stored JSON), for speed over the json module.
 
 Differences from ``json.dumps``/``json.loads`` that matter, and why they are
-acceptable here (client input keeps the json module: ``Store._copy_in``):
+acceptable here (client input keeps the json module: ``rules.copy_in``):
 - Non-ASCII is written as UTF-8, not ``\\uXXXX`` escapes: same JSON, and the
   size check already measures UTF-8 bytes.
 - orjson cannot write integers beyond 64 bits (admission allows up to 1,024
@@ -21,13 +21,13 @@ from typing import Any
 import orjson
 
 loads = orjson.loads
-_dumps = orjson.dumps
+dumps_bytes = orjson.dumps  # compact JSON as UTF-8 bytes; TypeError where ``dumps`` falls back
 
 
 def dumps(obj: Any) -> str:
     """Compact JSON text of ``obj``; raises TypeError/ValueError as json.dumps does."""
     try:
-        return _dumps(obj).decode()
+        return dumps_bytes(obj).decode()
     except TypeError:
         # Integers beyond 64 bits or non-string keys: the json module says
         # (or does) what it always did.

@@ -1,16 +1,9 @@
 """Decoding stored JSON into objects that several read-only consumers share.
 
-Every informer of a kind used to hold its own ``json.loads`` copy of every
-object (a pending pod: ~2 KB of JSON, ~13 KB decoded, five copies). A watch
-event is now decoded once for all the watchers that promise not to mutate what
-they get (``Watcher(shared=True)``, used by ``Informer`` over ``LocalClient``).
-
-The decoder is orjson's: ~6x faster than the json module and with object keys
-shared between objects (its key cache). Short string values used to be
-interned too (a Python-level hook, ~2.5x slower than ``json.loads``): ~30 MB
-less at 4,000 pods (benchmarks/memory.py, 166 vs 196 MiB, target 300) for ~6%
-of the control plane's CPU in a simulation (benchmarks/sim_scale.py day-1k,
-16.9 vs 15.9 s) -- CPU is the scarcer of the two.
+A watch event is decoded once for all the watchers that promise not to mutate
+what they get (``Watcher(shared=True)``, used by ``Informer`` over ``LocalClient``).
+The decoder is orjson's (object keys shared between objects); string values are
+not interned: that would save memory for more CPU, the scarcer of the two.
 
 ``PHALANX_CHECK_SHARED=1`` in the environment keeps every shared object with
 its JSON, so tests can call ``mutated_shared_objects()`` to prove that no
@@ -24,7 +17,7 @@ from typing import Any
 
 from phalanx.api.manifest import SharedDict
 from phalanx.store import codec
-from phalanx.store.codec import _dumps
+from phalanx.store.codec import dumps_bytes
 from phalanx.store.patch import json_equal
 
 _checking = os.environ.get("PHALANX_CHECK_SHARED", "") not in ("", "0")
@@ -55,7 +48,7 @@ def mutated_shared_objects() -> list[str]:
 
 def _same(a: Any, b: Any) -> bool:
     """JSON equality, type-strict (``1``, ``1.0`` and ``true`` differ), in C."""
-    return a.__class__ is b.__class__ and _dumps(a) == _dumps(b)
+    return a.__class__ is b.__class__ and dumps_bytes(a) == dumps_bytes(b)
 
 
 def reuse_unchanged(new: dict, old: dict) -> None:
@@ -123,8 +116,12 @@ class SharedEvent:
     def follow(self, previous: "SharedEvent") -> None:
         """``previous`` is the event of this object's previous version (one
         level only: it forgets its own)."""
-        previous._base = None
+        previous.forget_base()
         self._base = previous
+
+    def forget_base(self) -> None:
+        """Share nothing with the previous version any more (see ``follow``)."""
+        self._base = None
 
     def current(self) -> Any:
         """The decoded object if it is still alive, else None."""

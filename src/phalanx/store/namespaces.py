@@ -10,7 +10,8 @@ from typing import Any
 
 from phalanx.api.registry import by_kind
 from phalanx.objects.errors import Forbidden, NotFound
-from phalanx.store.store import Store, resource_name
+from phalanx.store.rules import resource_name
+from phalanx.store.store import Store
 
 # Created at start when missing, as the apiserver's bootstrap does.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public")
@@ -41,7 +42,7 @@ class NamespaceLifecycle:
         meta = obj["metadata"]
         ns = meta.get("namespace")
         try:
-            namespace = self.store.get("Namespace", None, ns)
+            namespace = self.store.get("Namespace", ns)
         except NotFound:
             raise NotFound("namespaces", ns) from None
         if (namespace.get("metadata") or {}).get("deletionTimestamp"):

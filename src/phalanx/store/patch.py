@@ -171,18 +171,18 @@ def json_patch(target: Any, ops: Any) -> Any:
             raise
         size += added
         if size > MAX_PATCHED_SIZE:
-            e = JsonPatchError(f"json patch operation {i}: the patched object would exceed "
-                               f"{MAX_PATCHED_SIZE // 2**20} MiB")
-            e.index, e.pointer = i, op.get("path") if isinstance(op.get("path"), str) else None
-            raise e
+            err = JsonPatchError(f"json patch operation {i}: the patched object would exceed "
+                                 f"{MAX_PATCHED_SIZE // 2**20} MiB")
+            err.index, err.pointer = i, op.get("path") if isinstance(op.get("path"), str) else None
+            raise err
     return doc
 
 
 def _apply(doc: Any, op: dict[str, Any], i: int, room: int) -> tuple[Any, int]:
     """One operation; returns the document and how much it grew (an upper bound)."""
     kind = op.get("op")
-    path = op.get("path")
-    tokens = _pointer(path, i)
+    tokens = _pointer(op.get("path"), i)
+    path: str = op["path"]  # a string: _pointer refused anything else
     if kind in ("add", "replace", "test") and "value" not in op:
         raise BadRequest(f'json patch operation {i} ("{kind}"): missing "value"')
     if kind == "add":
@@ -197,8 +197,8 @@ def _apply(doc: Any, op: dict[str, Any], i: int, room: int) -> tuple[Any, int]:
             doc, _ = _remove(doc, tokens, path)
         return _add(doc, tokens, copy.deepcopy(op["value"]), path), _size(op["value"], room)
     if kind in ("move", "copy"):
-        src = op.get("from")
-        from_tokens = _pointer(src, i)
+        from_tokens = _pointer(op.get("from"), i)
+        src: str = op["from"]
         if kind == "move" and tokens[: len(from_tokens)] == from_tokens and tokens != from_tokens:
             raise JsonPatchError(f'cannot move "{src}" into its own child "{path}"')
         value = _get(doc, from_tokens, src)

@@ -1,9 +1,11 @@
-"""Write-through SQLite persistence for the Store: one row per object.
+"""SQLite persistence for the Store: one row per object.
 
-Every mutation is one transaction (the object row plus the resourceVersion
-counter), so a crash leaves either the old or the new state, never half; and
-it is on disk before the store makes it visible or the API acknowledges it
-(``synchronous``, below).
+Every write is one transaction (the object row plus the resourceVersion
+counter), or, under group commit, every batch of writes is (``write_batch``,
+store/commit.py); so a crash leaves the state as of the last committed
+transaction, never half of one. A write is on disk (``synchronous``, below)
+before its watch events are sent or the API acknowledges it; under group
+commit the store's reads may see it while its transaction is in flight.
 """
 from __future__ import annotations
 
@@ -36,16 +38,13 @@ CREATE TABLE IF NOT EXISTS meta (
 # The contract is "every accepted write is durable before it is acknowledged":
 # FULL is the only mode that keeps it whatever fails (the crash test only kills
 # processes, which NORMAL would survive too), so it is the default. It costs
-# one fsync per write: benchmarks/store_throughput.py, 2 KB pods, ~1,900
-# creates/s with FULL vs ~5,000 with NORMAL (~0.3 ms more per write) on a
-# shared 2-core VM with a virtio disk. The control plane writes a few objects
-# per pod state change, well below either figure.
+# one fsync per transaction (benchmarks/store_throughput.py measures both modes).
 SYNCHRONOUS_MODES = ("FULL", "NORMAL")
 DEFAULT_SYNCHRONOUS = "FULL"
 
 
 class SqliteBackend:
-    """The store's durable copy. Used from the store's single thread only."""
+    """The store's durable copy. Used from one thread at a time (the store's, or its commit worker's)."""
 
     def __init__(self, path: Path, synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
         if synchronous not in SYNCHRONOUS_MODES:

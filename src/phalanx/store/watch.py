@@ -156,7 +156,7 @@ class Watcher:
             if self._pending:
                 t, raw = self._pending.popleft()
                 if raw.__class__ is SharedEvent:
-                    return WatchEvent(t, raw.shared())  # type: ignore[union-attr]
+                    return WatchEvent(t, raw.shared())
                 return WatchEvent(t, decode_shared(raw) if self.shared else codec.loads(raw))  # type: ignore[arg-type]
             if self._error is not None:
                 err, self._error = self._error, None
