@@ -11,7 +11,7 @@ from phalanx.controller.job import controller as ctl
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.core import reconcile as core_reconcile
 from phalanx.objects.errors import NotFound
-from tests.unit.test_job_controller import KEY, make, obj, store_client  # noqa: F401 - fixture
+from tests.unit.test_job_controller import KEY, make, obj
 from tests.unit.test_job_world import JOB_UID, pytorch_job
 
 OWNER = [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "pytest", "uid": JOB_UID,
