@@ -42,7 +42,7 @@ def test_seed_example_passes_admission(name):
         stored = admit(d)
         assert stored["metadata"]["name"] == d["metadata"]["name"]
     text = (SEEDS / name).read_text()
-    assert text.startswith("# SCENARIOS ") or text.startswith("# Seed 001")  # which scenario, what was seen
+    assert text.startswith("# docs/REFERENCE.md ") or text.startswith("# Seed 001")  # which scenario, what was seen
     assert "Notes observed" in text and "Phalanx" in text
 
 
