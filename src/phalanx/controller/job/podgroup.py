@@ -20,7 +20,7 @@ from phalanx.controller.job.fields import (
     owner_reference,
     scheduling_policy,
 )
-from phalanx.controller.job.quantity import add_resources, format_resources, same_resources
+from phalanx.objects.quantity import ExactResources, add_exact, format_exact_resources, same_resources
 
 # PodGroup phases in which Volcano has not admitted the gang yet (DelayPodCreationDueToPodGroup).
 NOT_ADMITTED = ("", "Pending")
@@ -36,20 +36,20 @@ def min_resources(job: dict, fw: Framework, members: int) -> dict[str, str]:
     first ``members`` pods, walking replica types in the framework's fixed order
     (the original sorts by PriorityClass value; PriorityClass objects are not
     served here, so every value is 0 and the fixed order decides)."""
-    total: dict = {}
+    total: ExactResources = {}
     counted = 0
     for _, rspec in fw.replica_specs(job):
         pod_spec = as_dict(as_dict(rspec.get("template")).get("spec"))
         containers = [c for c in as_list(pod_spec.get("containers")) if isinstance(c, dict)]
         for _ in range(replicas_of(rspec)):
             if counted >= members:
-                return format_resources(total)
+                return format_exact_resources(total)
             counted += 1
             for c in containers:
                 res = as_dict(c.get("resources"))
                 req = as_dict(res.get("requests"))
-                add_resources(total, req if req else as_dict(res.get("limits")))
-    return format_resources(total)
+                add_exact(total, req if req else as_dict(res.get("limits")))
+    return format_exact_resources(total)
 
 
 def desired_spec(job: dict, fw: Framework, existing: dict | None) -> dict:
