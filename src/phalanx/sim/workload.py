@@ -52,11 +52,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from phalanx.api.registry import JOB_KINDS
+from phalanx.objects.names import is_dns_label
 from phalanx.objects.quantity import parse_quantity
 from phalanx.sim.behaviour import DURATION, EXIT_CODE, FAIL_AFTER, FAILURES, REPLICA, STARTUP
 from phalanx.sim.units import DurationError, parse_duration
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _BEHAVIOUR_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\[(\d+)\])?$")
 GENERATED_KINDS = ("PyTorchJob", "TFJob")
 MAX_NODES = 100_000
@@ -207,7 +207,7 @@ class NodeGroup(_Model):
     @field_validator("prefix")
     @classmethod
     def _prefix(cls, v: str) -> str:
-        if not _DNS_LABEL.match(v) or len(v) > 50:
+        if not is_dns_label(v) or len(v) > 50:
             raise ValueError(f"{v!r}: must be a DNS label of at most 50 characters")
         return v
 
@@ -242,7 +242,7 @@ class Cluster(_Model):
             if q.get("kind", "Queue") != "Queue":
                 raise ValueError(f"[{i}].kind: must be Queue")
             name = (q.get("metadata") or {}).get("name") if isinstance(q.get("metadata"), dict) else None
-            if not isinstance(name, str) or not _DNS_LABEL.match(name):
+            if not isinstance(name, str) or not is_dns_label(name):
                 raise ValueError(f"[{i}].metadata.name: Required value: a DNS label")
         return v
 
@@ -356,7 +356,7 @@ class JobEntry(_Model):
     @field_validator("namespace")
     @classmethod
     def _ns(cls, v: str | None) -> str | None:
-        if v is not None and not _DNS_LABEL.match(v):
+        if v is not None and not is_dns_label(v):
             raise ValueError(f"{v!r}: must be a DNS label")
         return v
 
@@ -420,7 +420,7 @@ class Generator(_Model):
     @classmethod
     def _queues(cls, v: dict[str, float]) -> dict[str, float]:
         for k in v:
-            if not _DNS_LABEL.match(k):
+            if not is_dns_label(k):
                 raise ValueError(f"{k!r}: must be a DNS label")
         _weights(v)
         return v
@@ -428,7 +428,7 @@ class Generator(_Model):
     @field_validator("name_prefix")
     @classmethod
     def _prefix(cls, v: str) -> str:
-        if not _DNS_LABEL.match(v) or len(v) > 30:
+        if not is_dns_label(v) or len(v) > 30:
             raise ValueError(f"{v!r}: must be a DNS label of at most 30 characters")
         return v
 

@@ -32,6 +32,11 @@ class ReplicaState:
     pods: tuple[dict | None, ...] = ()  # the pod in slot i (i < replicas), if any
 
 
+def env_var(name_: str, value: object) -> dict[str, str]:
+    """A container ``env`` entry: ``{"name": name_, "value": str(value)}``."""
+    return {"name": name_, "value": str(value)}
+
+
 def general_name(job_name: str, rt: str, index: int) -> str:
     """``GenGeneralName``: ``<job>-<rt>-<index>`` with "/" turned into "-"."""
     return f"{job_name}-{rt}-{index}".replace("/", "-")

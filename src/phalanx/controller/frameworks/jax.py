@@ -1,15 +1,11 @@
 """JAXJob: env (reference §5.5) and status rules (§6.8)."""
 from __future__ import annotations
 
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var
 from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
 from phalanx.controller.job.fields import name, namespace
 
 WORKER = "Worker"
-
-
-def _env(name_: str, value: object) -> dict:
-    return {"name": name_, "value": str(value)}
 
 
 class JAXFramework(Framework):
@@ -32,11 +28,11 @@ class JAXFramework(Framework):
         effective port), COORDINATOR_ADDRESS (Worker-0's host, no port),
         NUM_PROCESSES, PROCESS_ID (the index)."""
         return [
-            _env("PYTHONUNBUFFERED", "1"),
-            _env("COORDINATOR_PORT", addressing.port(WORKER, 0, self.default_port_name, self.default_port)),
-            _env("COORDINATOR_ADDRESS", addressing.host(WORKER, 0)),
-            _env("NUM_PROCESSES", self.total_replicas(job)),
-            _env("PROCESS_ID", index),
+            env_var("PYTHONUNBUFFERED", "1"),
+            env_var("COORDINATOR_PORT", addressing.port(WORKER, 0, self.default_port_name, self.default_port)),
+            env_var("COORDINATOR_ADDRESS", addressing.host(WORKER, 0)),
+            env_var("NUM_PROCESSES", self.total_replicas(job)),
+            env_var("PROCESS_ID", index),
         ]
 
     def _in_order(self, replicas: list[ReplicaState]) -> list[ReplicaState]:

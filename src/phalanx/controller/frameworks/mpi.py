@@ -35,7 +35,7 @@ from __future__ import annotations
 import shlex
 
 from phalanx.api.constants import LABEL_REPLICA_TYPE
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, general_name, replicas_of
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, general_name, replicas_of
 from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
 from phalanx.controller.job.fields import (
     as_dict,
@@ -70,10 +70,6 @@ DEFAULT_EXEC_COMMAND = ("phalanx", "exec")
 DEFAULT_POD_WAIT_COMMAND = ("python3", "-m", "phalanx.node.podwait")
 RBAC_GROUP = "rbac.authorization.k8s.io"
 LOCAL_TRANSPORT_ENV = ("OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include")
-
-
-def _env(name_: str, value: object) -> dict:
-    return {"name": name_, "value": str(value)}
 
 
 def _pod_spec(rspec: dict | None) -> dict:
@@ -239,7 +235,7 @@ class MPIFramework(Framework):
             return [container]
         resources = {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}
         container.update({
-            "env": [_env("TARGET_DIR", KUBECTL_MOUNT), _env("NAMESPACE", ns)],
+            "env": [env_var("TARGET_DIR", KUBECTL_MOUNT), env_var("NAMESPACE", ns)],
             "volumeMounts": [{"name": KUBECTL_VOLUME, "mountPath": KUBECTL_MOUNT},
                              {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT}],
             "resources": {"limits": dict(resources), "requests": dict(resources)},
@@ -273,16 +269,16 @@ class MPIFramework(Framework):
         user_env = [e for e in as_list(c.get("env"))]
         given = {as_str(as_dict(e).get("name")) for e in user_env}
         kubexec = self.config_path(KUBEXEC, options)
-        env = [_env("OMPI_MCA_plm_rsh_agent", kubexec),
-               _env("OMPI_MCA_orte_default_hostfile", self.config_path(HOSTFILE, options))]
+        env = [env_var("OMPI_MCA_plm_rsh_agent", kubexec),
+               env_var("OMPI_MCA_orte_default_hostfile", self.config_path(HOSTFILE, options))]
         if not self.is_gpu_launcher(job):
-            env += [_env("NVIDIA_VISIBLE_DEVICES", ""), _env("NVIDIA_DRIVER_CAPABILITIES", "")]
+            env += [env_var("NVIDIA_VISIBLE_DEVICES", ""), env_var("NVIDIA_DRIVER_CAPABILITIES", "")]
         if "I_MPI_HYDRA_BOOTSTRAP" not in given:
-            env.append(_env("I_MPI_HYDRA_BOOTSTRAP", "rsh"))
+            env.append(env_var("I_MPI_HYDRA_BOOTSTRAP", "rsh"))
         if "I_MPI_HYDRA_BOOTSTRAP_EXEC" not in given:
-            env.append(_env("I_MPI_HYDRA_BOOTSTRAP_EXEC", kubexec))
+            env.append(env_var("I_MPI_HYDRA_BOOTSTRAP_EXEC", kubexec))
         if options.local_runtime:
-            env += [_env(n, "lo") for n in LOCAL_TRANSPORT_ENV if n not in given]
+            env += [env_var(n, "lo") for n in LOCAL_TRANSPORT_ENV if n not in given]
         c["env"] = user_env + env
         mounts = as_list(c.get("volumeMounts"))
         if not options.local_runtime:

@@ -1,17 +1,13 @@
 """PaddleJob: env (reference §5.4) and status rules (§6.7), in the fixed order Master, Worker."""
 from __future__ import annotations
 
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var
 from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
 from phalanx.controller.job.fields import name, namespace
 
 MASTER = "Master"
 WORKER = "Worker"
 POD_IP_DUMMY = "POD_IP_DUMMY"
-
-
-def _env(name_: str, value: object) -> dict:
-    return {"name": name_, "value": str(value)}
 
 
 class PaddleFramework(Framework):
@@ -40,9 +36,9 @@ class PaddleFramework(Framework):
         so ``$(POD_IP_DUMMY)`` in PADDLE_MASTER expands. PS mode adds
         PADDLE_SERVER_NUM=1 on Masters, PADDLE_TRAINER_NUM=1 on the others."""
         env = [
-            _env("PYTHONUNBUFFERED", "1"),
-            _env("PADDLE_JOB_ID", name(job)),
-            _env("PADDLE_NNODES", self.total_replicas(job)),
+            env_var("PYTHONUNBUFFERED", "1"),
+            env_var("PADDLE_JOB_ID", name(job)),
+            env_var("PADDLE_NNODES", self.total_replicas(job)),
         ]
         ps_mode = self.has_master(job)
         rendezvous = MASTER if ps_mode else WORKER
@@ -50,11 +46,11 @@ class PaddleFramework(Framework):
         # Collective mode tests the index only, as the original.
         if index == 0 and (not ps_mode or rtype == MASTER):
             env.append({"name": POD_IP_DUMMY, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
-            env.append(_env("PADDLE_MASTER", f"$({POD_IP_DUMMY}):{port}"))
+            env.append(env_var("PADDLE_MASTER", f"$({POD_IP_DUMMY}):{port}"))
         else:
-            env.append(_env("PADDLE_MASTER", f"{addressing.host(rendezvous, 0)}:{port}"))
+            env.append(env_var("PADDLE_MASTER", f"{addressing.host(rendezvous, 0)}:{port}"))
         if ps_mode:
-            env.append(_env("PADDLE_SERVER_NUM" if rtype == MASTER else "PADDLE_TRAINER_NUM", "1"))
+            env.append(env_var("PADDLE_SERVER_NUM" if rtype == MASTER else "PADDLE_TRAINER_NUM", "1"))
         return env
 
     def _in_order(self, replicas: list[ReplicaState]) -> list[ReplicaState]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
 from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
 from phalanx.controller.job.fields import as_dict, as_int, as_list, name, namespace, spec
 
@@ -69,7 +69,7 @@ class TensorFlowFramework(Framework):
     def pod_env(self, job: dict, rtype: str, index: int, addressing: Addressing) -> list[dict]:
         if not self.is_distributed(job):
             return []
-        return [{"name": "TF_CONFIG", "value": self.tf_config(job, rtype, index, addressing)}]
+        return [env_var("TF_CONFIG", self.tf_config(job, rtype, index, addressing))]
 
     def env_targets(self, containers: list[dict]) -> list[dict]:
         """Only the first container named ``tensorflow``."""

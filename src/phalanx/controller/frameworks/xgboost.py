@@ -1,16 +1,12 @@
 """XGBoostJob: env (reference §5.3) and status rules (§6.6), in the fixed order Master, Worker."""
 from __future__ import annotations
 
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
 from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
 from phalanx.controller.job.fields import name
 
 MASTER = "Master"
 WORKER = "Worker"
-
-
-def _env(name_: str, value: object) -> dict:
-    return {"name": name_, "value": str(value)}
 
 
 class XGBoostFramework(Framework):
@@ -43,15 +39,15 @@ class XGBoostFramework(Framework):
         if rtype == WORKER:
             rank += replicas_of(self.replica_spec(job, MASTER) or {"replicas": 0})
         env = [
-            _env("MASTER_PORT", addressing.port(MASTER, 0, self.default_port_name, self.default_port)),
-            _env("MASTER_ADDR", addressing.host(MASTER, 0)),
-            _env("WORLD_SIZE", total),
-            _env("RANK", rank),
-            _env("PYTHONUNBUFFERED", "1"),
+            env_var("MASTER_PORT", addressing.port(MASTER, 0, self.default_port_name, self.default_port)),
+            env_var("MASTER_ADDR", addressing.host(MASTER, 0)),
+            env_var("WORLD_SIZE", total),
+            env_var("RANK", rank),
+            env_var("PYTHONUNBUFFERED", "1"),
         ]
         if total > 1:
-            env.append(_env("WORKER_PORT", addressing.port(WORKER, 0, self.default_port_name, self.default_port)))
-            env.append(_env("WORKER_ADDRS", ",".join(addressing.host(WORKER, i) for i in range(total - 1))))
+            env.append(env_var("WORKER_PORT", addressing.port(WORKER, 0, self.default_port_name, self.default_port)))
+            env.append(env_var("WORKER_ADDRS", ",".join(addressing.host(WORKER, i) for i in range(total - 1))))
         return env
 
     def _in_order(self, replicas: list[ReplicaState]) -> list[ReplicaState]:
