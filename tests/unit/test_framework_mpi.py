@@ -10,9 +10,9 @@ import copy
 import shlex
 from datetime import datetime, timezone
 
+from phalanx.controller.conditions import StatusWriter
 from phalanx.controller.frameworks import ReplicaState, get_framework
 from phalanx.controller.job import Plan, ReconcileOptions, reconcile
-from phalanx.controller.job.conditions import StatusWriter
 from tests.unit.test_job_world import JOB_UID, T0, World
 
 MPI = get_framework("MPIJob")

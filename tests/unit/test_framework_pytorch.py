@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from phalanx.controller.conditions import StatusWriter
 from phalanx.controller.frameworks import ReplicaState, get_framework
 from phalanx.controller.job import ReconcileOptions
-from phalanx.controller.job.conditions import StatusWriter
 from tests.unit.test_job_core import PODS, started
 from tests.unit.test_job_world import World, env_of, pytorch_job
 

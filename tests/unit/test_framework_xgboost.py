@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from phalanx.controller.conditions import StatusWriter
 from phalanx.controller.frameworks import ReplicaState, get_framework
 from phalanx.controller.job import ReconcileOptions
-from phalanx.controller.job.conditions import StatusWriter
 from tests.unit.test_job_core import assert_fixpoint, started
 from tests.unit.test_job_world import COMMAND, IMAGE, JOB_UID, T0, World, env_of
 

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from phalanx.controller.job.conditions import StatusWriter, update_job_conditions
+from phalanx.controller.conditions import StatusWriter, update_job_conditions
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T1 = T0 + timedelta(seconds=10)

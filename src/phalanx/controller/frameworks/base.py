@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from phalanx.controller.job.conditions import StatusWriter
-from phalanx.controller.job.fields import as_dict, as_int, as_list, as_str, name, namespace, spec
+from phalanx.controller.conditions import StatusWriter
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, name, namespace, spec
 
 # Replica-level restart policies; ExitCode is the operator's, pods get Never.
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")

@@ -1,9 +1,9 @@
 """JAXJob: env (reference §5.5) and status rules (§6.8)."""
 from __future__ import annotations
 
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import name, namespace
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import name, namespace
 
 WORKER = "Worker"
 

@@ -35,9 +35,8 @@ from __future__ import annotations
 import shlex
 
 from phalanx.api.constants import LABEL_REPLICA_TYPE
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, general_name, replicas_of
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import (
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import (
     as_dict,
     as_int,
     as_list,
@@ -49,6 +48,7 @@ from phalanx.controller.job.fields import (
     spec,
     status,
 )
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, general_name, replicas_of
 
 LAUNCHER = "Launcher"
 WORKER = "Worker"

@@ -1,9 +1,9 @@
 """PaddleJob: env (reference §5.4) and status rules (§6.7), in the fixed order Master, Worker."""
 from __future__ import annotations
 
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import name, namespace
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import name, namespace
 
 MASTER = "Master"
 WORKER = "Worker"

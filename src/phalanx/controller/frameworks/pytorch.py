@@ -1,9 +1,9 @@
 """PyTorchJob: env (reference §5.1), worker init container, status rules (§6.3)."""
 from __future__ import annotations
 
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import as_int, as_list, as_str, name, namespace, spec
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import as_int, as_list, as_str, name, namespace, spec
 from phalanx.objects.names import is_dns_subdomain
 
 MASTER = "Master"

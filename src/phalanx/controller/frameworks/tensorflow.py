@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import as_dict, as_int, as_list, name, namespace, spec
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import as_dict, as_int, as_list, name, namespace, spec
 
 CHIEF, EVALUATOR, MASTER, PS, WORKER = "Chief", "Evaluator", "Master", "PS", "Worker"
 

@@ -1,9 +1,9 @@
 """XGBoostJob: env (reference §5.3) and status rules (§6.6), in the fixed order Master, Worker."""
 from __future__ import annotations
 
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import name
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import name
 
 MASTER = "Master"
 WORKER = "Worker"

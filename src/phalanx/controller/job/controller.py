@@ -29,11 +29,12 @@ from typing import Any, Coroutine, Iterable, NamedTuple
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from phalanx.api.registry import JOB_KINDS
+from phalanx.controller.conditions import Event
+from phalanx.controller.fields import as_dict, as_int, as_list, is_deleting, meta, name, namespace, uid
 from phalanx.controller.frameworks import Framework, get_framework
 from phalanx.controller.job import podgroup as pg
 from phalanx.controller.job.core import reconcile
-from phalanx.controller.job.fields import as_dict, as_int, as_list, is_deleting, meta, name, namespace, uid
-from phalanx.controller.job.plan import Event, Plan, ReconcileOptions
+from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
 from phalanx.runtime.controller import Controller, Result

@@ -26,9 +26,7 @@ from typing import Callable
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from phalanx.api.pod import stopped_by_shutdown
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
-from phalanx.controller.job import podgroup as pg
-from phalanx.controller.job.conditions import (
+from phalanx.controller.conditions import (
     CREATED,
     FAILED,
     RESTARTING,
@@ -39,7 +37,7 @@ from phalanx.controller.job.conditions import (
     is_finished,
     is_succeeded,
 )
-from phalanx.controller.job.fields import (
+from phalanx.controller.fields import (
     annotations,
     as_dict,
     as_int,
@@ -53,6 +51,8 @@ from phalanx.controller.job.fields import (
     run_policy,
     status,
 )
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
+from phalanx.controller.job import podgroup as pg
 from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.controller.job.pods import build_pod, build_service, replica_selector, slots
 from phalanx.controller.job.restarts import (

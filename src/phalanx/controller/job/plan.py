@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# (event type "Normal"/"Warning", reason, message), recorded on the job.
-Event = tuple[str, str, str]
+from phalanx.controller.conditions import Event
 
 
 @dataclass(frozen=True)

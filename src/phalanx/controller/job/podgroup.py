@@ -8,8 +8,7 @@ from __future__ import annotations
 import copy
 
 from phalanx.api.constants import ANNOTATION_LAST_APPLIED, DEFAULT_QUEUE, VOLCANO_VERSION
-from phalanx.controller.frameworks.base import Framework, replicas_of
-from phalanx.controller.job.fields import (
+from phalanx.controller.fields import (
     annotations,
     as_dict,
     as_int,
@@ -20,6 +19,7 @@ from phalanx.controller.job.fields import (
     owner_reference,
     scheduling_policy,
 )
+from phalanx.controller.frameworks.base import Framework, replicas_of
 from phalanx.objects.quantity import ExactResources, add_exact, format_exact_resources, same_resources
 
 # PodGroup phases in which Volcano has not admitted the gang yet (DelayPodCreationDueToPodGroup).

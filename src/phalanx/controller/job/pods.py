@@ -12,9 +12,10 @@ from phalanx.api.constants import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
+from phalanx.controller.conditions import Event
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, labels, name, namespace, owner_reference
 from phalanx.controller.frameworks.base import Addressing, Framework, general_name
-from phalanx.controller.job.fields import as_dict, as_int, as_list, as_str, labels, name, namespace, owner_reference
-from phalanx.controller.job.plan import Event, ReconcileOptions
+from phalanx.controller.job.plan import ReconcileOptions
 
 
 def job_labels(fw: Framework, job: dict) -> dict[str, str]:

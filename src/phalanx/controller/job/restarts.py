@@ -26,7 +26,7 @@ import copy
 from typing import Callable
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART
-from phalanx.controller.job.fields import (
+from phalanx.controller.fields import (
     as_dict,
     as_int,
     as_list,

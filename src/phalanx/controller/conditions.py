@@ -16,8 +16,7 @@ from __future__ import annotations
 import copy
 from datetime import datetime
 
-from phalanx.controller.job.fields import as_dict, as_list
-from phalanx.controller.job.plan import Event
+from phalanx.controller.fields import as_dict, as_list
 from phalanx.objects.clock import format_time
 
 CREATED = "Created"
@@ -26,6 +25,9 @@ RESTARTING = "Restarting"
 SUCCEEDED = "Succeeded"
 SUSPENDED = "Suspended"
 FAILED = "Failed"
+
+# (event type "Normal"/"Warning", reason, message), recorded on the job.
+Event = tuple[str, str, str]
 
 
 def conditions_of(status: dict) -> list[dict]:
