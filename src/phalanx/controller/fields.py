@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from phalanx.objects.meta import name_of, namespace_of, uid_of
+
 
 def as_dict(v: Any) -> dict:
     return v if isinstance(v, dict) else {}
@@ -31,32 +33,9 @@ def as_str(v: Any, default: str = "") -> str:
     return v if isinstance(v, str) else default
 
 
-def meta(obj: dict) -> dict:
-    return as_dict(as_dict(obj).get("metadata"))
-
-
-def name(obj: dict) -> str:
-    return as_str(meta(obj).get("name"))
-
-
 def namespace(obj: dict) -> str:
-    return as_str(meta(obj).get("namespace")) or "default"
-
-
-def uid(obj: dict) -> str:
-    return as_str(meta(obj).get("uid"))
-
-
-def labels(obj: dict) -> dict:
-    return as_dict(meta(obj).get("labels"))
-
-
-def annotations(obj: dict) -> dict:
-    return as_dict(meta(obj).get("annotations"))
-
-
-def is_deleting(obj: dict) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
+    """The object's namespace, "default" when it has none."""
+    return namespace_of(obj) or "default"
 
 
 def spec(obj: dict) -> dict:
@@ -89,8 +68,8 @@ def owner_reference(owner: dict) -> dict:
     return {
         "apiVersion": as_str(as_dict(owner).get("apiVersion")) or "kubeflow.org/v1",
         "kind": as_str(as_dict(owner).get("kind")),
-        "name": name(owner),
-        "uid": uid(owner),
+        "name": name_of(owner),
+        "uid": uid_of(owner),
         "controller": True,
         "blockOwnerDeletion": True,
     }

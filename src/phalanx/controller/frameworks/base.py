@@ -13,7 +13,8 @@ from typing import Mapping
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
 from phalanx.controller.conditions import StatusWriter
-from phalanx.controller.fields import as_dict, as_int, as_list, as_str, name, namespace, spec
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, namespace, spec
+from phalanx.objects.meta import name_of
 
 # Replica-level restart policies; ExitCode is the operator's, pods get Never.
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
@@ -117,7 +118,7 @@ class Framework(ABC):
 
     def pod_name(self, job: dict, rtype: str, index: int) -> str:
         """The pod (and Service) name of slot ``index``: ``<job>-<rt>-<index>``."""
-        return general_name(name(job), rtype.lower(), index)
+        return general_name(name_of(job), rtype.lower(), index)
 
     def decorate_pod(self, job: dict, rtype: str, index: int, pod: dict, options) -> None:
         """Last touch on a pod built from the template (volumes, default command...)."""
@@ -174,7 +175,7 @@ class Addressing:
         cluster_domain: str | None = None,
     ) -> None:
         self.job = job
-        self.job_name = name(job)
+        self.job_name = name_of(job)
         self.namespace = namespace(job)
         self.services = services
         self.framework = framework

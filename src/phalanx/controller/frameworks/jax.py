@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.fields import name, namespace
+from phalanx.controller.fields import namespace
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var
+from phalanx.objects.meta import name_of
 
 WORKER = "Worker"
 
@@ -43,7 +44,7 @@ class JAXFramework(Framework):
         """§6.8: all workers succeeded -> Succeeded, else any running -> Running;
         a failed replica not yet replaced -> Restarting unless its policy is
         Never, which fails the job."""
-        jname, ns = name(job), namespace(job)
+        jname, ns = name_of(job), namespace(job)
         for r in self._in_order(replicas):
             expected = r.replicas - r.succeeded
             running = r.active

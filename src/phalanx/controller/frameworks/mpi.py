@@ -36,19 +36,9 @@ import shlex
 
 from phalanx.api.constants import LABEL_REPLICA_TYPE
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.fields import (
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    labels,
-    name,
-    namespace,
-    pod_phase,
-    spec,
-    status,
-)
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, namespace, pod_phase, spec, status
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, general_name, replicas_of
+from phalanx.objects.meta import labels_of, name_of
 
 LAUNCHER = "Launcher"
 WORKER = "Worker"
@@ -91,14 +81,14 @@ class MPIFramework(Framework):
 
     def pod_name(self, job: dict, rtype: str, index: int) -> str:
         if rtype == LAUNCHER:
-            return f"{name(job)}-launcher"
-        return general_name(name(job), rtype.lower(), index)
+            return f"{name_of(job)}-launcher"
+        return general_name(name_of(job), rtype.lower(), index)
 
     def launcher_name(self, job: dict) -> str:
-        return f"{name(job)}-launcher"
+        return f"{name_of(job)}-launcher"
 
     def config_name(self, job: dict) -> str:
-        return f"{name(job)}{CONFIG_SUFFIX}"
+        return f"{name_of(job)}{CONFIG_SUFFIX}"
 
     def worker_names(self, job: dict) -> list[str]:
         rspec = self.replica_spec(job, WORKER)
@@ -163,8 +153,8 @@ class MPIFramework(Framework):
         text = "#!/bin/sh"
         if self.is_gpu_launcher(job):
             text += f"\necho {self.launcher_name(job)}:{slots}\n"
-        running = sorted(name(p) for p in pods
-                         if as_str(labels(p).get(LABEL_REPLICA_TYPE)) == WORKER.lower() and pod_phase(p) == "Running")
+        running = sorted(name_of(p) for p in pods
+                         if as_str(labels_of(p).get(LABEL_REPLICA_TYPE)) == WORKER.lower() and pod_phase(p) == "Running")
         for pod_name in running:
             text += f"\necho {pod_name}:{slots}"
         return text
@@ -172,7 +162,7 @@ class MPIFramework(Framework):
     def config_map(self, job: dict, pods: list[dict], options) -> dict:
         return {
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": self.config_name(job), "namespace": namespace(job), "labels": {"app": name(job)}},
+            "metadata": {"name": self.config_name(job), "namespace": namespace(job), "labels": {"app": name_of(job)}},
             "data": {
                 HOSTFILE: self.hostfile(job),
                 KUBEXEC: self.kubexec(job, options),
@@ -197,7 +187,7 @@ class MPIFramework(Framework):
         if options.local_runtime:
             return objs
         ns, launcher = namespace(job), self.launcher_name(job)
-        meta = {"name": launcher, "namespace": ns, "labels": {"app": name(job)}}
+        meta = {"name": launcher, "namespace": ns, "labels": {"app": name_of(job)}}
         sa, create_sa = self.launcher_service_account(job)
         if create_sa:
             objs.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)})
@@ -296,7 +286,7 @@ class MPIFramework(Framework):
         """§6.5 in the fixed order Launcher, Worker: the launcher drives Running and
         success; a failure restarts unless its policy is Never, which fails the job
         (MPIJobEvicted when failed workers were evicted)."""
-        jname = name(job)
+        jname = name_of(job)
         for r in replicas:
             if r.rtype == LAUNCHER:
                 if r.active > 0:

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.fields import name, namespace
+from phalanx.controller.fields import namespace
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var
+from phalanx.objects.meta import name_of
 
 MASTER = "Master"
 WORKER = "Worker"
@@ -37,7 +38,7 @@ class PaddleFramework(Framework):
         PADDLE_SERVER_NUM=1 on Masters, PADDLE_TRAINER_NUM=1 on the others."""
         env = [
             env_var("PYTHONUNBUFFERED", "1"),
-            env_var("PADDLE_JOB_ID", name(job)),
+            env_var("PADDLE_JOB_ID", name_of(job)),
             env_var("PADDLE_NNODES", self.total_replicas(job)),
         ]
         ps_mode = self.has_master(job)
@@ -61,7 +62,7 @@ class PaddleFramework(Framework):
         """§6.7: PyTorch's rules without the elastic shortcut, in the fixed order
         Master, Worker (the original used map order, so a Master success could
         lose to a Worker failure seen first)."""
-        jname, ns = name(job), namespace(job)
+        jname, ns = name_of(job), namespace(job)
         has_master = any(r.rtype == MASTER for r in replicas)
         for r in self._in_order(replicas):
             expected = r.replicas - r.succeeded

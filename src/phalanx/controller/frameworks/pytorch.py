@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.fields import as_int, as_list, as_str, name, namespace, spec
+from phalanx.controller.fields import as_int, as_list, as_str, namespace, spec
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
+from phalanx.objects.meta import name_of
 from phalanx.objects.names import is_dns_subdomain
 
 MASTER = "Master"
@@ -108,7 +109,7 @@ class PyTorchFramework(Framework):
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
         """§6.3, in the fixed order Master, Worker (the original used map order)."""
-        jname, ns = name(job), namespace(job)
+        jname, ns = name_of(job), namespace(job)
         has_master = any(r.rtype == MASTER for r in replicas)
         elastic = isinstance(spec(job).get("elasticPolicy"), dict)
         for r in replicas:

@@ -4,8 +4,9 @@ from __future__ import annotations
 import json
 
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.fields import as_dict, as_int, as_list, name, namespace, spec
+from phalanx.controller.fields import as_dict, as_int, as_list, namespace, spec
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
+from phalanx.objects.meta import name_of
 
 CHIEF, EVALUATOR, MASTER, PS, WORKER = "Chief", "Evaluator", "Master", "PS", "Worker"
 
@@ -80,7 +81,7 @@ class TensorFlowFramework(Framework):
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
         """§6.4: Chief/Master decides if present, else worker-0 (or all workers)."""
-        jname, ns = name(job), namespace(job)
+        jname, ns = name_of(job), namespace(job)
         by_type = {r.rtype: r for r in replicas}
         worker = by_type.get(WORKER)
         if worker is None:

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.fields import name
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
+from phalanx.objects.meta import name_of
 
 MASTER = "Master"
 WORKER = "Worker"
@@ -61,7 +61,7 @@ class XGBoostFramework(Framework):
         first sets Running, then Restarting under ExitCode, else Failed, whatever
         the policy (OnFailure and Always included), as the original.
         """
-        jname = name(job)
+        jname = name_of(job)
         running_msg = f"XGBoostJob {jname} is running."
         for r in self._in_order(replicas):
             expected = r.replicas - r.succeeded

@@ -29,14 +29,16 @@ from typing import Any, Coroutine, Iterable, NamedTuple
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from phalanx.api.registry import JOB_KINDS
+from phalanx.client.interface import Client
 from phalanx.controller.conditions import Event
-from phalanx.controller.fields import as_dict, as_int, as_list, is_deleting, meta, name, namespace, uid
+from phalanx.controller.fields import as_dict, as_int, namespace
 from phalanx.controller.frameworks import Framework, get_framework
 from phalanx.controller.job import podgroup as pg
 from phalanx.controller.job.core import reconcile
 from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
+from phalanx.objects.meta import controller_ref, controller_uid, is_deleting, metadata_of, name_of, uid_of
 from phalanx.runtime.controller import Controller, Result
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.informer import Informer
@@ -52,19 +54,12 @@ def job_key(kind: str, ns: str, name_: str) -> str:
     return f"{kind}/{ns}/{name_}"
 
 
-def controller_ref(obj: dict) -> dict | None:
-    for ref in as_list(meta(obj).get("ownerReferences")):
-        if isinstance(ref, dict) and ref.get("controller"):
-            return ref
-    return None
-
-
 class JobController:
     """Reconciles every job kind in ``kinds`` through one work queue."""
 
     def __init__(
         self,
-        client: Any,
+        client: Client,
         clock: Clock,
         options: ReconcileOptions | None = None,
         kinds: Iterable[str] | None = None,
@@ -87,7 +82,7 @@ class JobController:
         owned = sorted({k for fw in self.frameworks.values() for k in fw.owned_kinds(self.options)})
         self.owned = {k: Informer(client, k) for k in owned}  # Framework.owned_objects (MPI's ConfigMap)
         for inf in (self.pods, self.services, *self.owned.values()):
-            inf.add_index(OWNER_INDEX, _controller_uid)  # a job's objects without scanning the namespace
+            inf.add_index(OWNER_INDEX, owner_index)  # a job's objects without scanning the namespace
         self.controller = Controller("job-controller", self.reconcile, workers=workers)
         self._written_rv: dict[str, int] = {}
         self._stale_skipped: set[str] = set()  # keys skipped as stale: our write's event must enqueue them
@@ -112,7 +107,7 @@ class JobController:
             await inf.wait_synced()
         for kind, inf in self.jobs.items():
             for job in inf.list():
-                self.controller.queue.add(job_key(kind, namespace(job), name(job)))
+                self.controller.queue.add(job_key(kind, namespace(job), name_of(job)))
         await self.controller.run()
 
     async def drain(self, timeout: float) -> bool:
@@ -126,8 +121,8 @@ class JobController:
 
     def _job_handler(self, kind: str):
         def handler(event_type: str, obj: dict, old: dict | None = None) -> None:
-            if isinstance(obj, dict) and name(obj):
-                key = job_key(kind, namespace(obj), name(obj))
+            if isinstance(obj, dict) and name_of(obj):
+                key = job_key(kind, namespace(obj), name_of(obj))
                 if event_type == "MODIFIED" and isinstance(old, dict) and self._own_write(key, obj, old):
                     return
                 self.controller.queue.add(key)
@@ -143,7 +138,7 @@ class JobController:
         if written is None or key in self._stale_skipped:
             return False
         base_rv, st = written
-        if meta(old).get("resourceVersion") != base_rv or obj.get("status") != st:
+        if metadata_of(old).get("resourceVersion") != base_rv or obj.get("status") != st:
             return False
         return not _differs({**old, "status": None}, {**obj, "status": None}, _META_IGNORED)
 
@@ -166,7 +161,7 @@ class JobController:
         """A PodGroup we deleted ourselves: only finished or suspended jobs delete theirs,
         and neither looks at it again (a resume is a job change, which enqueues)."""
         ref = controller_ref(obj)
-        mark = (namespace(obj), name(obj), ref.get("uid") if ref else None)
+        mark = (namespace(obj), name_of(obj), ref.get("uid") if ref else None)
         if mark not in self._deleting_podgroups:
             return False
         self._deleting_podgroups.discard(mark)
@@ -201,9 +196,9 @@ class JobController:
             self._stale_skipped.add(key)
             return None
         self._stale_skipped.discard(key)
-        juid = uid(job)
-        pods = sorted(self.pods.by_index(OWNER_INDEX, juid), key=name) if juid else []
-        services = sorted(self.services.by_index(OWNER_INDEX, juid), key=name) if juid else []
+        juid = uid_of(job)
+        pods = sorted(self.pods.by_index(OWNER_INDEX, juid), key=name_of) if juid else []
+        services = sorted(self.services.by_index(OWNER_INDEX, juid), key=name_of) if juid else []
         group = self.podgroups.get(ns, jname) if self.podgroups is not None else None
         if group is not None and not _controlled_by(group, juid):
             group = None
@@ -213,22 +208,22 @@ class JobController:
         return await self.apply(key, kind, job, plan)
 
     def _stale(self, key: str, job: dict) -> bool:
-        seen = as_int(meta(job).get("resourceVersion"))
+        seen = as_int(metadata_of(job).get("resourceVersion"))
         written = self._written_rv.get(key)
         return seen is not None and written is not None and seen < written
 
     async def apply(self, key: str, kind: str, job: dict, plan: Plan) -> Result | None:
         """Apply ``plan`` in order: status; then PodGroup, deletions, services, pods
         (started in that order, waited for together); then its events (likewise)."""
-        c, ns, jname = self.client, namespace(job), name(job)
+        c, ns, jname = self.client, namespace(job), name_of(job)
         rec = self._recorder_for(kind)
         events: list[Event] = []
         retry: float | None = None
         created = False
 
         if plan.status is not None:
-            obj = {**job, "metadata": dict(meta(job)), "status": plan.status}  # the client copies it in
-            self._last_write[key] = (meta(job).get("resourceVersion"), plan.status)
+            obj = {**job, "metadata": dict(metadata_of(job)), "status": plan.status}  # the client copies it in
+            self._last_write[key] = (metadata_of(job).get("resourceVersion"), plan.status)
             try:
                 updated = await c.update_status(obj)
             except Conflict:
@@ -237,14 +232,14 @@ class JobController:
             except NotFound:
                 self._last_write.pop(key, None)
                 return None
-            rv = as_int(meta(as_dict(updated)).get("resourceVersion"))
+            rv = as_int(metadata_of(as_dict(updated)).get("resourceVersion"))
             if rv is not None:
                 self._written_rv[key] = rv
             job = updated if isinstance(updated, dict) else obj
 
         writes: list[Coroutine[Any, Any, _Outcome]] = []
         if plan.podgroup_delete:
-            writes.append(self._delete_podgroup(jname, ns, uid(job)))
+            writes.append(self._delete_podgroup(jname, ns, uid_of(job)))
         if plan.podgroup_create is not None:
             writes.append(self._create_podgroup(plan.podgroup_create))
         if plan.podgroup_update is not None:
@@ -305,7 +300,7 @@ class JobController:
     async def _create(self, obj: dict, kind_: str, what: str) -> _Outcome:
         try:
             await self.client.create(obj)
-            return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name(obj)}"),), created=True)
+            return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name_of(obj)}"),), created=True)
         except AlreadyExists:
             return _DONE
         except ApiError as e:
@@ -318,7 +313,7 @@ class JobController:
         except AlreadyExists:
             return _DONE
         except ApiError as e:
-            log.warning("creating PodGroup %s/%s: %s", namespace(obj), name(obj), e.message)
+            log.warning("creating PodGroup %s/%s: %s", namespace(obj), name_of(obj), e.message)
             return _Outcome(retry=ERROR_RETRY)
 
     async def _update_podgroup(self, obj: dict) -> _Outcome:
@@ -328,7 +323,7 @@ class JobController:
         except (Conflict, NotFound):
             return _Outcome(retry=CONFLICT_RETRY)
         except ApiError as e:
-            log.warning("updating PodGroup %s/%s: %s", namespace(obj), name(obj), e.message)
+            log.warning("updating PodGroup %s/%s: %s", namespace(obj), name_of(obj), e.message)
             return _Outcome(retry=ERROR_RETRY)
 
     async def _mark(self, n: str, ns: str, annotation: str) -> _Outcome:
@@ -351,7 +346,7 @@ class JobController:
     async def _apply_object(self, obj: dict) -> _Outcome:
         """Create ``obj``, or replace the existing one's content (keeping its metadata
         but labels); a retry delay when the write failed."""
-        c, kind_, n, ns = self.client, obj.get("kind", ""), name(obj), namespace(obj)
+        c, kind_, n, ns = self.client, obj.get("kind", ""), name_of(obj), namespace(obj)
         try:
             await c.create(obj)
             return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {kind_.lower()}: {n}"),))
@@ -362,7 +357,7 @@ class JobController:
         try:
             have = await c.get(kind_, n, ns)
             merged = {**copy.deepcopy(have), **{k: v for k, v in obj.items() if k != "metadata"}}
-            labels_ = as_dict(meta(obj).get("labels"))
+            labels_ = as_dict(metadata_of(obj).get("labels"))
             if labels_:
                 merged["metadata"].setdefault("labels", {}).update(labels_)
             await c.update(merged)
@@ -535,9 +530,10 @@ def _differs(a: dict, b: dict, ignored: dict[str, frozenset[str]]) -> bool:
     return False
 
 
-def _controller_uid(obj: dict) -> list[str]:
-    ref = controller_ref(obj)
-    return [ref["uid"]] if ref is not None and isinstance(ref.get("uid"), str) and ref["uid"] else []
+def owner_index(obj: dict) -> list[str]:
+    """The OWNER_INDEX values of an object: its controller's uid, if any."""
+    uid = controller_uid(obj)
+    return [uid] if uid else []
 
 
 def _controlled_by(obj: dict, job_uid: str) -> bool:

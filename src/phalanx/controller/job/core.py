@@ -38,13 +38,10 @@ from phalanx.controller.conditions import (
     is_succeeded,
 )
 from phalanx.controller.fields import (
-    annotations,
     as_dict,
     as_int,
     as_str,
     container_statuses,
-    is_deleting,
-    name,
     namespace,
     owner_reference,
     pod_phase,
@@ -63,6 +60,7 @@ from phalanx.controller.job.restarts import (
     would_restart,
 )
 from phalanx.objects.clock import format_time, parse_time
+from phalanx.objects.meta import annotations_of, is_deleting, name_of
 
 MANAGED_BY_US = "kubeflow.org/training-operator"
 
@@ -82,7 +80,7 @@ class _Ctx:
 
     @property
     def name(self) -> str:
-        return name(self.job)
+        return name_of(self.job)
 
     @property
     def kind(self) -> str:
@@ -103,7 +101,7 @@ def reconcile(
     the objects the job controls (the shell filters by controller ownerReference);
     ``others`` the other objects it controls, of ``framework.owned_kinds``."""
     options = options or ReconcileOptions()
-    if not isinstance(job, dict) or not name(job):
+    if not isinstance(job, dict) or not name_of(job):
         return Plan()
     managed_by = as_str(run_policy(job).get("managedBy"))
     if managed_by and managed_by != MANAGED_BY_US:
@@ -112,11 +110,11 @@ def reconcile(
         now = now.replace(tzinfo=timezone.utc)
     ctx = _Ctx(
         job=job, fw=framework, options=options, now=now,
-        pods=sorted((p for p in pods or [] if isinstance(p, dict) and name(p)), key=name),
-        services=sorted((s for s in services or [] if isinstance(s, dict) and name(s)), key=name),
+        pods=sorted((p for p in pods or [] if isinstance(p, dict) and name_of(p)), key=name_of),
+        services=sorted((s for s in services or [] if isinstance(s, dict) and name_of(s)), key=name_of),
         podgroup=podgroup if isinstance(podgroup, dict) and not is_deleting(podgroup) else None,
-        others=[o for o in others or [] if isinstance(o, dict) and name(o)],
-        st=StatusWriter(framework.kind, name(job), namespace(job), status(job), now),
+        others=[o for o in others or [] if isinstance(o, dict) and name_of(o)],
+        st=StatusWriter(framework.kind, name_of(job), namespace(job), status(job), now),
     )
     st = ctx.st
     if st.condition(CREATED) is None:
@@ -169,16 +167,16 @@ def _cleanup_finished(ctx: _Ctx, book: RestartBook) -> None:
     delete_all = failed or policy == "All"
     doomed = set(plan.delete_pods)
     for pod in ctx.pods:
-        n = name(pod)
+        n = name_of(pod)
         if is_deleting(pod) or n in doomed:
             continue
         if delete_all or (policy == "Running" and pod_phase(pod) in ("Running", "Pending")) or would_restart(pod, book):
             plan.delete_pods.append(n)
             doomed.add(n)
-        elif pod_phase(pod) not in ("Succeeded", "Failed") and ANNOTATION_NO_RESTART not in annotations(pod):
+        elif pod_phase(pod) not in ("Succeeded", "Failed") and ANNOTATION_NO_RESTART not in annotations_of(pod):
             plan.stop_restarting.append(n)  # kept: runs to its end, never restarted (S5)
     for svc in ctx.services:
-        n = name(svc)
+        n = name_of(svc)
         if (delete_all or n in doomed) and n not in plan.delete_services:
             plan.delete_services.append(n)
     _delete_podgroup(ctx)
@@ -201,8 +199,8 @@ def _suspend(ctx: _Ctx) -> None:
     plan, st = ctx.plan, ctx.st
     for pod in ctx.pods:
         if not is_deleting(pod):
-            plan.delete_pods.append(name(pod))
-    plan.delete_services.extend(name(s) for s in ctx.services)
+            plan.delete_pods.append(name_of(pod))
+    plan.delete_services.extend(name_of(s) for s in ctx.services)
     _delete_podgroup(ctx)
     for rs in as_dict(st.status.get("replicaStatuses")).values():
         if isinstance(rs, dict):
@@ -267,7 +265,7 @@ def _run(ctx: _Ctx) -> None:
                 book.deleted_by_job(pod)  # recreated below, no restart
             elif _needs_recreate(fw, policy, pod):
                 book.count_failure(pod, rtype)
-    book.vanished({name(p) for p in ctx.pods}, _rtype_of(fw, job, [t for t, *_ in layout]))
+    book.vanished({name_of(p) for p in ctx.pods}, _rtype_of(fw, job, [t for t, *_ in layout]))
     book.write(st.status)
 
     rp = run_policy(job)
@@ -294,9 +292,9 @@ def _run(ctx: _Ctx) -> None:
     exhausted = book.total >= limit
     if exhausted:
         for pod in ctx.pods:
-            if restarts_in_place(pod) and annotations(pod).get(ANNOTATION_NO_RESTART_ON_FAILURE) != "true" \
+            if restarts_in_place(pod) and annotations_of(pod).get(ANNOTATION_NO_RESTART_ON_FAILURE) != "true" \
                     and not book.restart_pending(pod):
-                plan.stop_failure_restarts.append(name(pod))
+                plan.stop_failure_restarts.append(name_of(pod))
 
     for rtype in book.deleted_types:  # a pod deleted from outside is recreated: a restart (S2, P8)
         st.set(RESTARTING, st.reason("Restarting"),
@@ -311,7 +309,7 @@ def _run(ctx: _Ctx) -> None:
             return
 
     _sync_owned_objects(ctx)
-    by_name = {name(s): s for s in ctx.services}
+    by_name = {name_of(s): s for s in ctx.services}
     addressing = Addressing(job, by_name, fw, options.local_runtime, options.resolvable_names, options.cluster_domain)
     services_ready = not fw.creates_services or all(
         addressing.ready(rtype, i) for rtype, _, n, _, _ in layout for i in range(n))
@@ -323,7 +321,7 @@ def _run(ctx: _Ctx) -> None:
         slot_pods: list[dict | None] = []
         for index, slot in enumerate(pslots):
             if index >= n:  # out of range: scaled down
-                plan.delete_pods.extend(name(p) for p in slot if not is_deleting(p))
+                plan.delete_pods.extend(name_of(p) for p in slot if not is_deleting(p))
                 continue
             if not slot:
                 slot_pods.append(None)
@@ -347,16 +345,16 @@ def _run(ctx: _Ctx) -> None:
                 succeeded += 1
             elif phase == "Failed" and _stopped_by_shutdown(pod):
                 if not is_deleting(pod):
-                    plan.delete_pods.append(name(pod))
+                    plan.delete_pods.append(name_of(pod))
                     st.event("Normal", "PodStoppedByShutdown",
-                             f"Pod {name(pod)} was stopped when the control plane shut down; it is recreated "
+                             f"Pod {name_of(pod)} was stopped when the control plane shut down; it is recreated "
                              "(not counted as a restart)")
             elif phase == "Failed":
                 failed += 1
                 _handle_failed_pod(ctx, rtype, policy, pod)
         for index, slot in enumerate(sslots):
             if index >= n or not fw.creates_services:
-                plan.delete_services.extend(name(s) for s in slot)
+                plan.delete_services.extend(name_of(s) for s in slot)
             elif not slot:
                 plan.create_services.append(build_service(fw, job, rtype, index, rspec))
         states.append(ReplicaState(rtype, n, policy, active, succeeded, failed, tuple(slot_pods)))
@@ -410,14 +408,14 @@ def _rtype_of(fw: Framework, job: dict, rtypes: list[str]) -> Callable[[str], st
 def _sync_owned_objects(ctx: _Ctx) -> None:
     """``Framework.owned_objects``: create what is missing, replace what differs
     (compared on the fields the framework gives, labels as a subset)."""
-    existing = {(as_str(o.get("kind")), name(o)): o for o in ctx.others}
+    existing = {(as_str(o.get("kind")), name_of(o)): o for o in ctx.others}
     for want in ctx.fw.owned_objects(ctx.job, ctx.pods, ctx.options):
         want = dict(want)
         meta_ = dict(as_dict(want.get("metadata")))
         meta_.setdefault("namespace", namespace(ctx.job))
         meta_["ownerReferences"] = [owner_reference(ctx.job)]
         want["metadata"] = meta_
-        have = existing.get((as_str(want.get("kind")), name(want)))
+        have = existing.get((as_str(want.get("kind")), name_of(want)))
         if have is None or not _same_content(want, have):
             ctx.plan.apply_objects.append(want)
 
@@ -448,12 +446,12 @@ def _failure_cause(layout: list, book: RestartBook) -> str:
                     if term and code != 0:
                         why = as_str(term.get("reason")) or "Error"
                         msg = as_str(term.get("message"))
-                        return (f": {rtype} pod {name(pod)}, container {as_str(cs.get('name'))}, exited with code "
+                        return (f": {rtype} pod {name_of(pod)}, container {as_str(cs.get('name'))}, exited with code "
                                 f"{code} ({why}{': ' + msg if msg else ''})")
                 if pod_phase(pod) == "Failed":
                     why = as_str(status(pod).get("reason")) or "Failed"
                     msg = as_str(status(pod).get("message"))
-                    return f": {rtype} pod {name(pod)} failed ({why}{': ' + msg if msg else ''})"
+                    return f": {rtype} pod {name_of(pod)} failed ({why}{': ' + msg if msg else ''})"
     if book.deleted_types:
         return f": {', '.join(book.deleted_types)} replica(s) deleted"
     return ""
@@ -478,7 +476,7 @@ def _handle_failed_pod(ctx: _Ctx, rtype: str, policy: str, pod: dict) -> None:
     st = ctx.st
     if _needs_recreate(ctx.fw, policy, pod):
         if not is_deleting(pod):
-            ctx.plan.delete_pods.append(name(pod))
+            ctx.plan.delete_pods.append(name_of(pod))
         msg = f"job {ctx.name} is restarting because {rtype} replica(s) failed."
         st.set(RESTARTING, st.reason("Restarting"), msg, event="Warning")
     elif policy == "ExitCode":

@@ -8,18 +8,9 @@ from __future__ import annotations
 import copy
 
 from phalanx.api.constants import ANNOTATION_LAST_APPLIED, DEFAULT_QUEUE, VOLCANO_VERSION
-from phalanx.controller.fields import (
-    annotations,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    name,
-    namespace,
-    owner_reference,
-    scheduling_policy,
-)
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, namespace, owner_reference, scheduling_policy
 from phalanx.controller.frameworks.base import Framework, replicas_of
+from phalanx.objects.meta import annotations_of, name_of
 from phalanx.objects.quantity import ExactResources, add_exact, format_exact_resources, same_resources
 
 # PodGroup phases in which Volcano has not admitted the gang yet (DelayPodCreationDueToPodGroup).
@@ -75,8 +66,8 @@ def desired_spec(job: dict, fw: Framework, existing: dict | None) -> dict:
 def new_podgroup(job: dict, fw: Framework) -> dict:
     """A PodGroup named after the job, owned by it, with the job's annotations
     (minus kubectl's last-applied, which describes the job, not the group)."""
-    metadata: dict = {"name": name(job), "namespace": namespace(job)}
-    ann = {k: v for k, v in annotations(job).items() if k != ANNOTATION_LAST_APPLIED and isinstance(v, str)}
+    metadata: dict = {"name": name_of(job), "namespace": namespace(job)}
+    ann = {k: v for k, v in annotations_of(job).items() if k != ANNOTATION_LAST_APPLIED and isinstance(v, str)}
     if ann:
         metadata["annotations"] = ann
     metadata["ownerReferences"] = [owner_reference(job)]

@@ -13,14 +13,15 @@ from phalanx.api.constants import (
     LABEL_REPLICA_TYPE,
 )
 from phalanx.controller.conditions import Event
-from phalanx.controller.fields import as_dict, as_int, as_list, as_str, labels, name, namespace, owner_reference
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, namespace, owner_reference
 from phalanx.controller.frameworks.base import Addressing, Framework, general_name
 from phalanx.controller.job.plan import ReconcileOptions
+from phalanx.objects.meta import labels_of, name_of
 
 
 def job_labels(fw: Framework, job: dict) -> dict[str, str]:
     """``GenLabels``: operator-name and job-name."""
-    return {LABEL_OPERATOR_NAME: fw.controller_name, LABEL_JOB_NAME: name(job).replace("/", "-")}
+    return {LABEL_OPERATOR_NAME: fw.controller_name, LABEL_JOB_NAME: name_of(job).replace("/", "-")}
 
 
 def replica_labels(fw: Framework, job: dict, rtype: str, index: int) -> dict[str, str]:
@@ -41,7 +42,7 @@ def slots(objs: list[dict], rtype: str, replicas: int) -> list[list[dict]]:
     rt = rtype.lower()
     mine: list[tuple[int, dict]] = []
     for o in objs:
-        lab = labels(o)
+        lab = labels_of(o)
         if as_str(lab.get(LABEL_REPLICA_TYPE)).lower() != rt:
             continue
         raw = lab.get(LABEL_REPLICA_INDEX)
@@ -51,7 +52,7 @@ def slots(objs: list[dict], rtype: str, replicas: int) -> list[list[dict]]:
         mine.append((idx, o))
     size = max([replicas] + [i + 1 for i, _ in mine])
     out: list[list[dict]] = [[] for _ in range(size)]
-    for i, o in sorted(mine, key=lambda t: (t[0], name(t[1]))):
+    for i, o in sorted(mine, key=lambda t: (t[0], name_of(t[1]))):
         out[i].append(o)
     return out
 
@@ -81,7 +82,7 @@ def build_service(fw: Framework, job: dict, rtype: str, index: int, rspec: dict)
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": general_name(name(job), rtype.lower(), index),
+            "name": general_name(name_of(job), rtype.lower(), index),
             "namespace": namespace(job),
             "labels": dict(sel),
             "ownerReferences": [owner_reference(job)],
@@ -128,7 +129,7 @@ def build_pod(
                            "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"))
         if not scheduler:
             pod_spec["schedulerName"] = options.gang_scheduler
-        pod_ann[ANNOTATION_GROUP_NAME] = name(job)
+        pod_ann[ANNOTATION_GROUP_NAME] = name_of(job)
         pod_ann[ANNOTATION_TASK_SPEC] = rtype.lower()
 
     metadata: dict = {

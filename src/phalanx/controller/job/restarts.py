@@ -26,19 +26,8 @@ import copy
 from typing import Callable
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART
-from phalanx.controller.fields import (
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    container_statuses,
-    is_deleting,
-    meta,
-    name,
-    pod_phase,
-    spec,
-    uid,
-)
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, container_statuses, pod_phase, spec
+from phalanx.objects.meta import is_deleting, metadata_of, name_of, uid_of
 
 
 def is_retryable_exit_code(code: int | None) -> bool:
@@ -95,9 +84,9 @@ def restarts_in_place(pod: dict) -> bool:
     restartPolicy OnFailure/Always, not finished, not being deleted, not marked
     never to restart (S5). (A pod marked not to restart failures, S3, may
     still show one it restarts: the mark can arrive after the failure.)"""
-    if as_str(meta(pod).get("deletionTimestamp")) or pod_phase(pod) in ("Succeeded", "Failed"):
+    if as_str(metadata_of(pod).get("deletionTimestamp")) or pod_phase(pod) in ("Succeeded", "Failed"):
         return False
-    if as_dict(meta(pod).get("annotations")).get(ANNOTATION_NO_RESTART) == "true":
+    if as_dict(metadata_of(pod).get("annotations")).get(ANNOTATION_NO_RESTART) == "true":
         return False
     return (as_str(spec(pod).get("restartPolicy")) or "Always") in ("OnFailure", "Always")
 
@@ -148,9 +137,9 @@ class RestartBook:
         self.deleted_types: list[str] = []
 
     def _entry(self, pod: dict) -> dict:
-        e = self.entries.get(name(pod))
-        if e is None or e.get("uid") != uid(pod):
-            e = {"uid": uid(pod)}
+        e = self.entries.get(name_of(pod))
+        if e is None or e.get("uid") != uid_of(pod):
+            e = {"uid": uid_of(pod)}
         return e
 
     @staticmethod
@@ -161,7 +150,7 @@ class RestartBook:
 
     def _store(self, pod: dict, e: dict) -> None:
         e = {k: v for k, v in e.items() if v not in (None, False, {}, [])}
-        self.entries[name(pod)] = e
+        self.entries[name_of(pod)] = e
 
     def _add(self, rtype: str, n: int) -> None:
         if n > 0:
@@ -178,14 +167,14 @@ class RestartBook:
         restarts, a failure about to be restarted in place, the end of a
         previous pod of the same name, a deletion from outside. Returns how many."""
         total_before = self.total
-        old = self.entries.get(name(pod))
-        if old is not None and old.get("uid") != uid(pod) and not self._expected_gone(old):
+        old = self.entries.get(name_of(pod))
+        if old is not None and old.get("uid") != uid_of(pod) and not self._expected_gone(old):
             self._deleted_from_outside(rtype)  # the previous pod vanished unseen
         if is_deleting(pod):
             # Counted once, and only for a pod seen alive before: one first seen
             # deleting went before we knew it (deleted by us, e.g. on suspend).
-            if old is None or old.get("uid") != uid(pod):
-                self.entries.pop(name(pod), None)
+            if old is None or old.get("uid") != uid_of(pod):
+                self.entries.pop(name_of(pod), None)
             elif not self._expected_gone(old):
                 self._deleted_from_outside(rtype)
                 self._store(pod, {**old, "failureCounted": True})
@@ -198,8 +187,8 @@ class RestartBook:
 
     def restart_pending(self, pod: dict) -> bool:
         """A failure of ``pod`` was counted and its in-place restart (granted) has not happened yet."""
-        e = self.entries.get(name(pod))
-        return e is not None and e.get("uid") == uid(pod) and bool(as_list(e.get("failing")))
+        e = self.entries.get(name_of(pod))
+        return e is not None and e.get("uid") == uid_of(pod) and bool(as_list(e.get("failing")))
 
     def count_failure(self, pod: dict, rtype: str) -> bool:
         """Count a Failed pod the operator will delete and recreate, once per pod
@@ -216,7 +205,7 @@ class RestartBook:
     def deleted_by_job(self, pod: dict) -> None:
         """The job controller deletes ``pod`` on purpose (scale-down): its end is no restart."""
         e = self._entry(pod)
-        if name(pod) in self.entries and not self._expected_gone(e):
+        if name_of(pod) in self.entries and not self._expected_gone(e):
             self._store(pod, {**e, "deletedByJob": True})
 
     def vanished(self, live_pods: set[str], rtype_of: Callable[[str], str | None]) -> list[str]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_QUEUE_NAME, PODGROUP_NAME_PREFIX, VOLCANO_VERSION
-from phalanx.objects.meta import controller_uid, owner_ref, serves
+from phalanx.objects.meta import annotations_of, controller_uid, metadata_of, owner_ref, serves
 from phalanx.objects.quantity import format_resource_list, pod_requests
 
 Obj = dict[str, Any]
@@ -46,22 +46,12 @@ class GroupPlan:
         return str(self.podgroup["metadata"]["name"])
 
 
-def _meta(obj: Obj) -> dict[str, Any]:
-    m = obj.get("metadata")
-    return m if isinstance(m, dict) else {}
-
-
-def _annotations(obj: Obj) -> dict[str, Any]:
-    a = _meta(obj).get("annotations")
-    return a if isinstance(a, dict) else {}
-
-
 def needs_group(pod: Obj | None, scheduler_names: frozenset[str]) -> bool:
     """The pod is one this controller makes a PodGroup for: it exists, is not
     being deleted, is for a served scheduler and names no group yet."""
     if not isinstance(pod, dict):
         return False
-    meta = _meta(pod)
+    meta = metadata_of(pod)
     if meta.get("deletionTimestamp"):
         return False
     uid = meta.get("uid")
@@ -70,32 +60,31 @@ def needs_group(pod: Obj | None, scheduler_names: frozenset[str]) -> bool:
     spec = pod.get("spec")
     if not isinstance(spec, dict) or not serves(scheduler_names, spec.get("schedulerName")):
         return False
-    return not _annotations(pod).get(ANNOTATION_GROUP_NAME)
+    return not annotations_of(pod).get(ANNOTATION_GROUP_NAME)
 
 
 def group_name(pod: Obj) -> str:
     """``podgroup-<controller owner uid>``, or ``podgroup-<pod uid>`` without one."""
-    owner = controller_uid(pod)
-    uid = owner if isinstance(owner, str) and owner else _meta(pod).get("uid")
+    uid = controller_uid(pod) or metadata_of(pod).get("uid")
     return f"{PODGROUP_NAME_PREFIX}{uid}"
 
 
 def owner_references(pod: Obj) -> list[dict[str, Any]]:
     """The pod's references when one is a controller (the group lives as long as
     the pod's owner), else a controller reference to the pod itself."""
-    refs = [r for r in _meta(pod).get("ownerReferences") or [] if isinstance(r, dict)]
+    refs = [r for r in metadata_of(pod).get("ownerReferences") or [] if isinstance(r, dict)]
     if any(r.get("controller") is True for r in refs):
         return [dict(r) for r in refs]
     # Listed pods may lack apiVersion and kind (Kubernetes list items do): a Pod is v1/Pod.
-    return [owner_ref({"apiVersion": "v1", "kind": "Pod", "metadata": _meta(pod)})]
+    return [owner_ref({"apiVersion": "v1", "kind": "Pod", "metadata": metadata_of(pod)})]
 
 
 def build_podgroup(pod: Obj) -> Obj:
     """The PodGroup of one that Volcano builds for ``pod`` (buildPodGroupFromPod)."""
-    meta = _meta(pod)
+    meta = metadata_of(pod)
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     pg_spec: dict[str, Any] = {"minMember": 1, "minResources": format_resource_list(pod_requests(spec))}
-    queue = _annotations(pod).get(ANNOTATION_QUEUE_NAME)
+    queue = annotations_of(pod).get(ANNOTATION_QUEUE_NAME)
     if isinstance(queue, str) and queue:
         pg_spec["queue"] = queue
     priority_class = spec.get("priorityClassName")
@@ -119,4 +108,4 @@ def decide(pod: Obj | None, scheduler_names: frozenset[str]) -> GroupPlan | None
     have none; the caller logs it and leaves the pod alone)."""
     if pod is None or not needs_group(pod, scheduler_names):
         return None
-    return GroupPlan(podgroup=build_podgroup(pod), pod_uid=str(_meta(pod)["uid"]))
+    return GroupPlan(podgroup=build_podgroup(pod), pod_uid=str(metadata_of(pod)["uid"]))
