@@ -33,8 +33,6 @@ DEFAULT_QUEUE = "default"
 ROOT_QUEUE = "root"
 DEFAULT_NAMESPACE = "default"
 
-KUBEFLOW_GROUP = "kubeflow.org"
-KUBEFLOW_VERSION = "kubeflow.org/v1"
 VOLCANO_VERSION = "scheduling.volcano.sh/v1beta1"
 
 # A pod the node agent stopped because the node (the control plane) shut down,

@@ -51,11 +51,6 @@ def format_time(t: datetime) -> str:
     return text
 
 
-def format_micro_time(t: datetime) -> str:
-    """RFC 3339 with microseconds (Kubernetes MicroTime, used by Events)."""
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def parse_time(s: str | None) -> datetime | None:
     if not s:
         return None

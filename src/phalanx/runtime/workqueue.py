@@ -127,10 +127,6 @@ class WorkQueue(Generic[K]):
                 f.set_result(None)
                 return
 
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutdown
-
     def pending_timers(self) -> int:
         return len(self._timers)
 

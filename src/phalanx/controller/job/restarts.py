@@ -48,17 +48,6 @@ def exit_code(pod: dict, container: str) -> int | None:
     return None
 
 
-def restart_counts(pod: dict) -> dict[str, int]:
-    """``restartCount`` per container name, init containers included."""
-    out: dict[str, int] = {}
-    for cs in container_statuses(pod, init=True) + container_statuses(pod):
-        n = as_int(cs.get("restartCount"), 0) or 0
-        cname = as_str(cs.get("name"))
-        if cname and n > 0:
-            out[cname] = n
-    return out
-
-
 def _last_exit_clean(cs: dict) -> bool:
     term = as_dict(as_dict(cs.get("lastState")).get("terminated"))
     return bool(term) and as_int(term.get("exitCode")) == 0
