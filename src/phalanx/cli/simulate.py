@@ -26,10 +26,11 @@ def simulate(
     """Simulate WORKLOAD: the real control plane on simulated nodes, in virtual time."""
     from rich.console import Console
 
+    from phalanx.sim.arrivals import load_workload
     from phalanx.sim.report import print_summary, summarize, write_outputs
     from phalanx.sim.runner import Simulation
     from phalanx.sim.units import DurationError, format_duration, parse_duration
-    from phalanx.sim.workload import WorkloadError, load_workload
+    from phalanx.sim.workload import WorkloadError
 
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -22,7 +22,7 @@ from phalanx.api.registry import JOB_KINDS
 from phalanx.client.interface import Client
 from phalanx.objects.quantity import pod_requests
 from phalanx.runtime.informer import Informer
-from phalanx.sim.workload import replica_specs
+from phalanx.sim.arrivals import replica_specs
 
 Obj = dict[str, Any]
 RESOURCES = ("cpu", "memory", "gpu")

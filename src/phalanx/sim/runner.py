@@ -39,9 +39,9 @@ from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
+from phalanx.sim.arrivals import LoadedWorkload
 from phalanx.sim.loop import VirtualClock, VirtualEventLoop
 from phalanx.sim.metrics import JobRecord, Metrics, Timeline
-from phalanx.sim.workload import LoadedWorkload
 from phalanx.store.store import Store
 
 log = logging.getLogger(__name__)
