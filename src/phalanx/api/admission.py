@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
-from phalanx.api import core, kubeflow, opaque, volcano
+from phalanx.api import core, kubeflow, kubeflow_validation, opaque, volcano
 from phalanx.api.constants import DEFAULT_NAMESPACE
 from phalanx.api.manifest import MAX_DEPTH, ShapeError, normalize_json
 from phalanx.api.meta import NameRule, json_type_name, validate_object_meta
@@ -72,7 +72,7 @@ def _default_job(fw: kubeflow.Framework) -> Callable[[Obj, Obj | None], None]:
 
 
 def _validate_job(fw: kubeflow.Framework) -> Callable[[Obj, Obj | None], list[FieldError]]:
-    return lambda obj, old: kubeflow.validate_job_schema(obj, old, fw)
+    return lambda obj, old: kubeflow_validation.validate_job_schema(obj, old, fw)
 
 
 def _default_namespace(obj: Obj, old: Obj | None) -> None:
@@ -174,7 +174,7 @@ def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str
 
     fw = kubeflow.FRAMEWORKS.get(rt.kind)
     if fw is not None:
-        errs = kubeflow.validate_job_webhook(data, old, fw, warnings)
+        errs = kubeflow_validation.validate_job_webhook(data, old, fw, warnings)
         if errs:
             raise WebhookDenied(fw.webhook, _clip(errs))
     return data
