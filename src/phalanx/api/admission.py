@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from phalanx.api import core, kubeflow, kubeflow_validation, opaque, volcano
 from phalanx.api.constants import DEFAULT_NAMESPACE
@@ -187,6 +188,7 @@ def _resource_type(obj: Obj) -> ResourceType:
             raise BadRequest(f"Object '{field}' is missing in '{_preview(obj)}'")
         if not isinstance(value, str):
             raise BadRequest(f"Object '{field}' must be a string, got {json_type_name(value)}")
+    kind, api_version = typing.cast(str, kind), typing.cast(str, api_version)  # both checked above
     try:
         rt = by_kind(kind)
     except KeyError:
@@ -231,7 +233,7 @@ _TYPE_NAMES = {
 }
 
 
-def _schema_error(err: dict[str, Any], path: str, annotation: Any) -> FieldError:
+def _schema_error(err: ErrorDetails, path: str, annotation: Any) -> FieldError:
     typ, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if typ == "missing":
         return FieldError(path, "Required")

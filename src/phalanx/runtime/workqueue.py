@@ -73,7 +73,7 @@ class WorkQueue(Generic[K]):
         returns the delay."""
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        delay = min(self.base_delay * (2 ** min(n, 40)), self.max_delay)
+        delay = min(self.base_delay * (1 << min(n, 40)), self.max_delay)
         self.add_after(key, delay)
         return delay
 

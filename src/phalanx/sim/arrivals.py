@@ -123,7 +123,8 @@ def resolve(w: Workload, base: Path, source: str = "workload") -> LoadedWorkload
 
 def replica_specs(job: dict[str, Any]) -> dict[str, Any]:
     """The job's ``<kind>ReplicaSpecs`` mapping (replica type -> spec), or {}."""
-    spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
+    given = job.get("spec")
+    spec: dict[str, Any] = given if isinstance(given, dict) else {}
     for k, v in spec.items():
         if k.endswith("ReplicaSpecs") and isinstance(v, dict):
             return v

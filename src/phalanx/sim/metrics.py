@@ -292,7 +292,7 @@ class Metrics:
         after = type_ != "DELETED" and pg.get("phase") in WAITING_PHASES
         if before == after and (old or {}).get("queue") == pg.get("queue"):
             return
-        if before:
+        if before and old is not None:
             q = old["queue"]
             self._waiting[q] = self._waiting.get(q, 0) - 1
         if after:

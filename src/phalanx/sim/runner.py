@@ -276,7 +276,8 @@ class Simulation:
 
     async def _apply(self, client: LocalClient, obj: Obj, where: str) -> None:
         """Create, or replace the spec of the existing object (kubectl apply, roughly)."""
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        given = obj.get("metadata")
+        meta: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
             await client.create(obj)
             return

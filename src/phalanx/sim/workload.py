@@ -98,7 +98,7 @@ class Dist(_Model):
     min: Any = None
     max: Any = None
     median: Any = None
-    sigma: float = Field(1.0, ge=0, le=10)
+    sigma: float = Field(default=1.0, ge=0, le=10)
     mean: Any = None
     values: list[Any] | None = None
     weights: list[float] | None = None
@@ -132,6 +132,12 @@ class Dist(_Model):
             raise ValueError(str(e)) from None
 
 
+def _given(v: float | None) -> float:
+    """A parameter ``Dist`` requires for its kind (its validator made sure it is set)."""
+    assert v is not None
+    return v
+
+
 class Sampler:
     """A ``Dist`` with its values parsed (durations or counts), ready to draw."""
 
@@ -150,22 +156,23 @@ class Sampler:
         self.sigma = d.sigma
         self.values = [p(f"values[{i}]", v) for i, v in enumerate(d.values or [])]
         self.weights = list(d.weights) if d.weights else None
-        if self.kind == "uniform" and self.hi < self.lo:
+        if self.kind == "uniform" and _given(self.hi) < _given(self.lo):
             raise ValueError("max: must be >= min")
-        if self.kind == "lognormal" and self.median <= 0:
+        if self.kind == "lognormal" and _given(self.median) <= 0:
             raise ValueError("median: must be > 0")
-        if self.kind == "exponential" and self.mean <= 0:
+        if self.kind == "exponential" and _given(self.mean) <= 0:
             raise ValueError("mean: must be > 0")
 
     def draw(self, rng: random.Random) -> float:
+        x: float
         if self.kind == "fixed":
-            x = self.value
+            x = _given(self.value)
         elif self.kind == "uniform":
-            x = rng.uniform(self.lo, self.hi)
+            x = rng.uniform(_given(self.lo), _given(self.hi))
         elif self.kind == "lognormal":
-            x = rng.lognormvariate(math.log(self.median), self.sigma)
+            x = rng.lognormvariate(math.log(_given(self.median)), self.sigma)
         elif self.kind == "exponential":
-            x = rng.expovariate(1.0 / self.mean)
+            x = rng.expovariate(1.0 / _given(self.mean))
         else:
             x = rng.choices(self.values, weights=self.weights)[0]
         if self.lo is not None and self.kind != "uniform":
@@ -186,11 +193,11 @@ def replica_count(v: Any) -> float:
 
 
 class NodeGroup(_Model):
-    count: int = Field(1, ge=1, le=MAX_NODES)
+    count: int = Field(default=1, ge=1, le=MAX_NODES)
     cpu: Union[str, float] = 8
     memory: Union[str, float] = "32Gi"
-    gpus: int = Field(0, ge=0, le=1024)
-    pods: int = Field(110, ge=1, le=100_000)
+    gpus: int = Field(default=0, ge=0, le=1024)
+    pods: int = Field(default=110, ge=1, le=100_000)
     prefix: str = "node"
 
     @field_validator("cpu", "memory")
@@ -211,8 +218,8 @@ class Cluster(_Model):
     nodes: Union[int, list[NodeGroup]] = 1
     cpu: Union[str, float] = 8
     memory: Union[str, float] = "32Gi"
-    gpus: int = Field(0, ge=0, le=1024)
-    pods: int = Field(110, ge=1, le=100_000)
+    gpus: int = Field(default=0, ge=0, le=1024)
+    pods: int = Field(default=110, ge=1, le=100_000)
     queues: list[dict[str, Any]] = []
 
     @field_validator("cpu", "memory")
@@ -273,7 +280,7 @@ def _fmt(cpu: float) -> str:
 class SimSettings(_Model):
     backoff_base: Any = "10s"
     backoff_cap: Any = "300s"
-    default_backoff_limit: int = Field(0, ge=0, le=1_000_000)
+    default_backoff_limit: int = Field(default=0, ge=0, le=1_000_000)
     startup: Any = "0s"
     scheduler_period: Any = "10m"
     until: Any = None
@@ -305,9 +312,9 @@ class SimSettings(_Model):
 
 class BehaviourSpec(_Model):
     duration: Any = None
-    exit_code: int | None = Field(None, ge=0, le=255)
+    exit_code: int | None = Field(default=None, ge=0, le=255)
     fail_after: Any = None
-    failures: int | None = Field(None, ge=0)
+    failures: int | None = Field(default=None, ge=0)
     startup: Any = None
 
     @field_validator("duration")
@@ -339,7 +346,7 @@ class JobEntry(_Model):
     file: str | None = None
     namespace: str | None = None
     behaviour: dict[str, BehaviourSpec] = {}
-    count: int = Field(1, ge=1, le=1_000_000)
+    count: int = Field(default=1, ge=1, le=1_000_000)
     every: Any = 0
 
     @field_validator("at", "every")
@@ -376,18 +383,18 @@ class Generator(_Model):
     arrival_rate: float = Field(gt=0, le=1_000_000)
     replicas: Dist = Dist(dist="fixed", value=4)
     duration: Dist = Dist(dist="lognormal", median="30m", sigma=1.0)
-    failure_probability: float = Field(0.0, ge=0, le=1)
+    failure_probability: float = Field(default=0.0, ge=0, le=1)
     kinds: dict[str, float] = {"PyTorchJob": 1.0}
     queues: dict[str, float] = {"default": 1.0}
     cpu: Union[str, float] = 1
     memory: Union[str, float] = "1Gi"
-    gpus: int = Field(0, ge=0, le=1024)
-    namespaces: int = Field(1, ge=1, le=10_000)
-    backoff_limit: int = Field(3, ge=0, le=1000)
+    gpus: int = Field(default=0, ge=0, le=1024)
+    namespaces: int = Field(default=1, ge=1, le=10_000)
+    backoff_limit: int = Field(default=3, ge=0, le=1000)
     clean_pod_policy: Literal["None", "Running", "All"] = "All"
-    ttl_seconds_after_finished: int | None = Field(3600, ge=0)
+    ttl_seconds_after_finished: int | None = Field(default=3600, ge=0)
     name_prefix: str = "job"
-    max_jobs: int = Field(10_000_000, ge=1)
+    max_jobs: int = Field(default=10_000_000, ge=1)
 
     @field_validator("horizon")
     @classmethod

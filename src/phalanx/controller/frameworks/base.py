@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
 from phalanx.controller.conditions import StatusWriter
@@ -33,7 +33,7 @@ class ReplicaState:
     pods: tuple[dict | None, ...] = ()  # the pod in slot i (i < replicas), if any
 
 
-def env_var(name_: str, value: object) -> dict[str, str]:
+def env_var(name_: str, value: object) -> dict[str, Any]:
     """A container ``env`` entry: ``{"name": name_, "value": str(value)}``."""
     return {"name": name_, "value": str(value)}
 

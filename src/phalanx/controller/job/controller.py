@@ -38,7 +38,7 @@ from phalanx.controller.job.core import reconcile
 from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
-from phalanx.objects.meta import controller_ref, controller_uid, is_deleting, metadata_of, name_of, uid_of
+from phalanx.objects.meta import Obj, controller_ref, controller_uid, is_deleting, metadata_of, name_of, uid_of
 from phalanx.runtime.controller import Controller, Result
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.informer import Informer
@@ -98,9 +98,9 @@ class JobController:
     async def run(self) -> None:
         for kind, inf in self.jobs.items():
             inf.add_handler(self._job_handler(kind))
-        for inf in (self.pods, self.services, self.podgroups, *self.owned.values()):
-            if inf is not None:
-                inf.add_handler(self._owned_handler)
+        for owned in (self.pods, self.services, self.podgroups, *self.owned.values()):
+            if owned is not None:
+                owned.add_handler(self._owned_handler)
         for inf in self._informers():
             await inf.start()
         for inf in self._informers():
@@ -116,11 +116,12 @@ class JobController:
         return await self.controller.wait_idle(timeout)
 
     async def stop(self) -> None:
-        for target in (self.controller, *self._informers()):
-            await target.stop()
+        await self.controller.stop()
+        for inf in self._informers():
+            await inf.stop()
 
     def _job_handler(self, kind: str):
-        def handler(event_type: str, obj: dict, old: dict | None = None) -> None:
+        def handler(event_type: str, obj: Obj, old: Obj | None = None) -> None:
             if isinstance(obj, dict) and name_of(obj):
                 key = job_key(kind, namespace(obj), name_of(obj))
                 if event_type == "MODIFIED" and isinstance(old, dict) and self._own_write(key, obj, old):
@@ -128,7 +129,7 @@ class JobController:
                 self.controller.queue.add(key)
         return handler
 
-    def _own_write(self, key: str, obj: dict, old: dict) -> bool:
+    def _own_write(self, key: str, obj: Obj, old: Obj) -> bool:
         """``obj`` is what our last status write made of ``old`` (the version it was
         computed from; only the status changed, to ours): the plan it came from already
         acted on everything else (Plan: idempotence), so it needs no round, unless a
@@ -142,7 +143,7 @@ class JobController:
             return False
         return not _differs({**old, "status": None}, {**obj, "status": None}, _META_IGNORED)
 
-    def _owned_handler(self, event_type: str, obj: dict, old: dict | None = None) -> None:
+    def _owned_handler(self, event_type: str, obj: Obj, old: Obj | None = None) -> None:
         if not isinstance(obj, dict):
             return
         if event_type == "MODIFIED" and isinstance(old, dict) and not _may_change_plan(obj, old):
@@ -157,7 +158,7 @@ class JobController:
         for k in sorted(keys):
             self.controller.queue.add(k)
 
-    def _own_podgroup_delete(self, obj: dict) -> bool:
+    def _own_podgroup_delete(self, obj: Obj) -> bool:
         """A PodGroup we deleted ourselves: only finished or suspended jobs delete theirs,
         and neither looks at it again (a resume is a job change, which enqueues)."""
         ref = controller_ref(obj)
@@ -207,12 +208,12 @@ class JobController:
         plan = reconcile(job, pods, services, group, self.clock.now(), fw, self.options, others)
         return await self.apply(key, kind, job, plan)
 
-    def _stale(self, key: str, job: dict) -> bool:
+    def _stale(self, key: str, job: Obj) -> bool:
         seen = as_int(metadata_of(job).get("resourceVersion"))
         written = self._written_rv.get(key)
         return seen is not None and written is not None and seen < written
 
-    async def apply(self, key: str, kind: str, job: dict, plan: Plan) -> Result | None:
+    async def apply(self, key: str, kind: str, job: Obj, plan: Plan) -> Result | None:
         """Apply ``plan`` in order: status; then PodGroup, deletions, services, pods
         (started in that order, waited for together); then its events (likewise)."""
         c, ns, jname = self.client, namespace(job), name_of(job)
@@ -297,7 +298,7 @@ class JobController:
             self._deleting_podgroups.discard(mark)
             return _Outcome((("Warning", "FailedDeletePodGroup", f"Error deleting: {e.message}"),), ERROR_RETRY)
 
-    async def _create(self, obj: dict, kind_: str, what: str) -> _Outcome:
+    async def _create(self, obj: Obj, kind_: str, what: str) -> _Outcome:
         try:
             await self.client.create(obj)
             return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name_of(obj)}"),), created=True)
@@ -306,7 +307,7 @@ class JobController:
         except ApiError as e:
             return _Outcome((("Warning", f"FailedCreate{kind_}", f"Error creating: {e.message}"),), ERROR_RETRY)
 
-    async def _create_podgroup(self, obj: dict) -> _Outcome:
+    async def _create_podgroup(self, obj: Obj) -> _Outcome:
         try:
             await self.client.create(obj)
             return _Outcome(created=True)
@@ -316,7 +317,7 @@ class JobController:
             log.warning("creating PodGroup %s/%s: %s", namespace(obj), name_of(obj), e.message)
             return _Outcome(retry=ERROR_RETRY)
 
-    async def _update_podgroup(self, obj: dict) -> _Outcome:
+    async def _update_podgroup(self, obj: Obj) -> _Outcome:
         try:
             await self.client.update(obj)
             return _DONE
@@ -337,13 +338,13 @@ class JobController:
             return _Outcome(retry=ERROR_RETRY)
 
     @staticmethod
-    async def _record(rec: EventRecorder, job: dict, key: str, etype: str, reason: str, message: str) -> None:
+    async def _record(rec: EventRecorder, job: Obj, key: str, etype: str, reason: str, message: str) -> None:
         try:
             await rec.record(job, etype, reason, message)
         except Exception:  # an event is never worth failing a reconcile
             log.exception("recording event %s on %s", reason, key)
 
-    async def _apply_object(self, obj: dict) -> _Outcome:
+    async def _apply_object(self, obj: Obj) -> _Outcome:
         """Create ``obj``, or replace the existing one's content (keeping its metadata
         but labels); a retry delay when the write failed."""
         c, kind_, n, ns = self.client, obj.get("kind", ""), name_of(obj), namespace(obj)
@@ -474,7 +475,7 @@ _POD_IGNORED = {
 _META_IGNORED = {"metadata": frozenset({"resourceVersion", "managedFields", "generation"})}
 
 
-def _may_change_plan(obj: dict, old: dict) -> bool:
+def _may_change_plan(obj: Obj, old: Obj) -> bool:
     """False when ``obj`` differs from ``old`` only where the core does not look: for
     pods the fields above; for PodGroups its status, but for the side of admission
     (``podgroup.admitted``); for other kinds the resourceVersion and managedFields."""
@@ -497,7 +498,7 @@ def _container_view(statuses: Any) -> Any:
     restartCount, the current termination, whether it waits in CrashLoopBackOff, the
     last state. An entry with none of these (a container being created or running
     for the first time) changes no decision and is left out."""
-    out: list = []
+    out: list[Any] = []
     if not isinstance(statuses, list):
         return out  # read as no statuses (fields.container_statuses)
     for cs in statuses:
@@ -515,7 +516,7 @@ def _container_view(statuses: Any) -> Any:
     return out
 
 
-def _differs(a: dict, b: dict, ignored: dict[str, frozenset[str]]) -> bool:
+def _differs(a: Obj, b: Obj, ignored: dict[str, frozenset[str]]) -> bool:
     """Whether ``a`` and ``b`` differ outside ``ignored`` (top-level key -> its subkeys)."""
     for k in a.keys() | b.keys():
         x, y = a.get(k), b.get(k)
@@ -530,13 +531,13 @@ def _differs(a: dict, b: dict, ignored: dict[str, frozenset[str]]) -> bool:
     return False
 
 
-def owner_index(obj: dict) -> list[str]:
+def owner_index(obj: Obj) -> list[str]:
     """The OWNER_INDEX values of an object: its controller's uid, if any."""
     uid = controller_uid(obj)
     return [uid] if uid else []
 
 
-def _controlled_by(obj: dict, job_uid: str) -> bool:
+def _controlled_by(obj: Obj, job_uid: str) -> bool:
     ref = controller_ref(obj) if isinstance(obj, dict) else None
     return bool(job_uid) and ref is not None and ref.get("uid") == job_uid
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from phalanx.api.pod import stopped_by_shutdown
@@ -60,22 +60,22 @@ from phalanx.controller.job.restarts import (
     would_restart,
 )
 from phalanx.objects.clock import format_time, parse_time
-from phalanx.objects.meta import annotations_of, is_deleting, name_of
+from phalanx.objects.meta import Obj, annotations_of, is_deleting, name_of
 
 MANAGED_BY_US = "kubeflow.org/training-operator"
 
 
 @dataclass
 class _Ctx:
-    job: dict
+    job: Obj
     fw: Framework
     options: ReconcileOptions
     now: datetime
-    pods: list[dict]
-    services: list[dict]
-    podgroup: dict | None
+    pods: list[Obj]
+    services: list[Obj]
+    podgroup: Obj | None
     st: StatusWriter
-    others: list[dict] = field(default_factory=list)
+    others: list[Obj] = field(default_factory=list)
     plan: Plan = field(default_factory=Plan)
 
     @property
@@ -88,14 +88,14 @@ class _Ctx:
 
 
 def reconcile(
-    job: dict,
-    pods: list[dict],
-    services: list[dict],
-    podgroup: dict | None,
+    job: Obj,
+    pods: list[Obj],
+    services: list[Obj],
+    podgroup: Obj | None,
     now: datetime,
     framework: Framework,
     options: ReconcileOptions | None = None,
-    others: list[dict] | None = None,
+    others: list[Obj] | None = None,
 ) -> Plan:
     """Decide the next step for ``job``. ``pods``/``services``/``podgroup`` are
     the objects the job controls (the shell filters by controller ownerReference);
@@ -136,7 +136,7 @@ def reconcile(
     return ctx.plan
 
 
-def _dedupe(events: list) -> list:
+def _dedupe(events: list[Any]) -> list[Any]:
     out, seen = [], set()
     for e in events:
         if e not in seen:
@@ -269,10 +269,9 @@ def _run(ctx: _Ctx) -> None:
     book.write(st.status)
 
     rp = run_policy(job)
-    limit = as_int(rp.get("backoffLimit"))
-    defaulted = limit is None or limit < 0
-    if defaulted:
-        limit = options.default_backoff_limit
+    given_limit = as_int(rp.get("backoffLimit"))
+    defaulted = given_limit is None or given_limit < 0
+    limit = options.default_backoff_limit if given_limit is None or given_limit < 0 else given_limit
     if book.total > limit:
         given = f"backoffLimit {limit}" + (" (default)" if defaulted else "")
         cause = _failure_cause(layout, book)
@@ -318,7 +317,7 @@ def _run(ctx: _Ctx) -> None:
     for rtype, rspec, n, pslots, sslots in layout:
         policy = fw.restart_policy(rspec)
         active = succeeded = failed = 0
-        slot_pods: list[dict | None] = []
+        slot_pods: list[Obj | None] = []
         for index, slot in enumerate(pslots):
             if index >= n:  # out of range: scaled down
                 plan.delete_pods.extend(name_of(p) for p in slot if not is_deleting(p))
@@ -361,7 +360,7 @@ def _run(ctx: _Ctx) -> None:
 
     replica_statuses = {}
     for r in states:
-        rs: dict = {}
+        rs: Obj = {}
         if r.active:
             rs["active"] = r.active
         if r.succeeded:
@@ -383,7 +382,7 @@ def _run(ctx: _Ctx) -> None:
     plan.requeue_at_most(_deadline_left(ctx))
 
 
-def _rtype_of(fw: Framework, job: dict, rtypes: list[str]) -> Callable[[str], str | None]:
+def _rtype_of(fw: Framework, job: Obj, rtypes: list[str]) -> Callable[[str], str | None]:
     """Pod name -> its replica type (``fw.pod_name``: ``<job>-<rt>-<index>``, or
     one name for every index, as MPI's launcher), None if none matches."""
     exact: dict[str, str] = {}
@@ -420,7 +419,7 @@ def _sync_owned_objects(ctx: _Ctx) -> None:
             ctx.plan.apply_objects.append(want)
 
 
-def _same_content(want: dict, have: dict) -> bool:
+def _same_content(want: Obj, have: Obj) -> bool:
     for key, value in want.items():
         if key in ("apiVersion", "kind", "metadata"):
             continue
@@ -430,7 +429,7 @@ def _same_content(want: dict, have: dict) -> bool:
     return all(have_labels.get(k) == v for k, v in as_dict(as_dict(want.get("metadata")).get("labels")).items())
 
 
-def _failure_cause(layout: list, book: RestartBook) -> str:
+def _failure_cause(layout: list[Any], book: RestartBook) -> str:
     """``: <the failure that was one too many>`` for the Failed message: the
     first failed container (replica, pod, container, exit code, reason), a
     pod-level failure (Evicted, ...), or the replica types deleted from outside."""
@@ -457,13 +456,13 @@ def _failure_cause(layout: list, book: RestartBook) -> str:
     return ""
 
 
-def _stopped_by_shutdown(pod: dict) -> bool:
+def _stopped_by_shutdown(pod: Obj) -> bool:
     """A Failed pod the node stopped because it shut down (not a failure of the
     pod's own): deleted and recreated, whatever the restart policy, uncounted."""
     return pod_phase(pod) == "Failed" and stopped_by_shutdown(pod)
 
 
-def _needs_recreate(fw: Framework, policy: str, pod: dict) -> bool:
+def _needs_recreate(fw: Framework, policy: str, pod: Obj) -> bool:
     """A Failed pod the operator deletes and recreates (reference §4.1, S6)."""
     if pod_phase(pod) != "Failed":
         return False
@@ -472,7 +471,7 @@ def _needs_recreate(fw: Framework, policy: str, pod: dict) -> bool:
     return policy == "ExitCode" and is_retryable_exit_code(exit_code(pod, fw.default_container_name))
 
 
-def _handle_failed_pod(ctx: _Ctx, rtype: str, policy: str, pod: dict) -> None:
+def _handle_failed_pod(ctx: _Ctx, rtype: str, policy: str, pod: Obj) -> None:
     st = ctx.st
     if _needs_recreate(ctx.fw, policy, pod):
         if not is_deleting(pod):

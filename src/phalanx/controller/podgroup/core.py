@@ -27,10 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_QUEUE_NAME, PODGROUP_NAME_PREFIX, VOLCANO_VERSION
-from phalanx.objects.meta import annotations_of, controller_uid, metadata_of, owner_ref, serves
+from phalanx.objects.meta import Obj, annotations_of, controller_uid, metadata_of, owner_ref, serves
 from phalanx.objects.quantity import format_resource_list, pod_requests
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,8 @@ def owner_references(pod: Obj) -> list[dict[str, Any]]:
 def build_podgroup(pod: Obj) -> Obj:
     """The PodGroup of one that Volcano builds for ``pod`` (buildPodGroupFromPod)."""
     meta = metadata_of(pod)
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    given = pod.get("spec")
+    spec: dict[str, Any] = given if isinstance(given, dict) else {}
     pg_spec: dict[str, Any] = {"minMember": 1, "minResources": format_resource_list(pod_requests(spec))}
     queue = annotations_of(pod).get(ANNOTATION_QUEUE_NAME)
     if isinstance(queue, str) and queue:
