@@ -5,7 +5,7 @@ decode strictly (unknown field -> 400 "strict decoding error"), check the
 schema (wrong type, bounds -> 422 Invalid), apply defaults, validate names and
 per-kind rules (422), then the training operator's webhook rules (403
 Forbidden "admission webhook ... denied the request"). Unlike the original,
-defaults are applied before the webhook and stored (SEMANTICS.md S1), and
+defaults are applied before the webhook and stored (docs/SEMANTICS.md S1), and
 MPIJobs, which the original validates only in its controller, are refused
 here too, under the webhook name ``validator.mpijob.phalanx.dev``.
 """

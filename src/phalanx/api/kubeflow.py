@@ -135,7 +135,7 @@ class ReplicaStatus(K8sModel):
 
 class JobStatus(K8sModel):
     """The training operator's JobStatus, for typed reading. Jobs accept any
-    ``status`` dict (the controller owns it and may add counters, S2)."""
+    ``status`` dict (the controller owns it and may add counters, such as restarts)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -196,7 +196,7 @@ class MPIJob(K8sModel):
 
 @dataclass(frozen=True)
 class Framework:
-    """What differs between job kinds (reference/kubeflow-v1.md §1.3)."""
+    """What differs between job kinds (docs/REFERENCE.md §1.3)."""
 
     kind: str
     replica_specs_field: str  # "pytorchReplicaSpecs"
@@ -245,7 +245,7 @@ JAX = Framework(
     container_name="jax", port_name="jaxjob-port", port=6666, restart_policy="Never",
     webhook="validator.jaxjob.training-operator.kubeflow.org",
 )
-# The original validates MPIJobs inside its controller (no webhook, reference §2.5);
+# The original validates MPIJobs inside its controller (no webhook, docs/REFERENCE.md §2.5);
 # Phalanx refuses them at admission like the other kinds, under this name.
 MPI = Framework(
     kind="MPIJob", replica_specs_field="mpiReplicaSpecs", replica_types=("Launcher", "Worker"),
@@ -256,7 +256,7 @@ MPI = Framework(
 FRAMEWORKS: dict[str, Framework] = {f.kind: f for f in (PYTORCH, TENSORFLOW, XGBOOST, PADDLE, JAX, MPI)}
 
 
-# --- defaulting (S1: applied at admission and stored) ------------------------------
+# --- defaulting (applied at admission and stored, then validated) ----------------------
 
 DEFAULT_NPROC_PER_NODE = "auto"
 DEFAULT_SLOTS_PER_WORKER = 1  # MPIJob: the hostfile's slots when slotsPerWorker is unset
@@ -288,7 +288,7 @@ def _default_port(replica: dict[str, Any], fw: Framework) -> None:
 
 
 def default_job(job: dict[str, Any], fw: Framework) -> None:
-    """SetDefaults_<Kind> of reference/kubeflow-v1.md §1.3, plus the CRD's
+    """SetDefaults_<Kind> (docs/REFERENCE.md §1.3), plus the CRD's
     ``runPolicy.suspend: false``. schedulingPolicy is never invented: the
     PodGroup carries the queue default."""
     spec = job.get("spec")

@@ -1,5 +1,5 @@
 """Validation of kubeflow.org/v1 jobs: the CRD schema rules and the training operator's
-validating webhooks (reference/kubeflow-v1.md), with their exact messages.
+validating webhooks (docs/REFERENCE.md §2), with their exact messages.
 """
 from __future__ import annotations
 
@@ -88,9 +88,9 @@ def _template_process_rules(replica: dict[str, Any], path: str) -> list[FieldErr
 
 def validate_job_webhook(job: dict[str, Any], old: dict[str, Any] | None, fw: Framework,
                          warnings: list[str] | None = None) -> list[FieldError]:
-    """The training operator's validating webhook (reference §2.1–2.3), on
+    """The training operator's validating webhook (docs/REFERENCE.md §2.1–2.3), on
     the defaulted object; for MPIJob, the rules its controller checks
-    (§2.5), as field errors. Replica types are checked in ``fw.replica_order``.
+    (docs/REFERENCE.md §2.5), as field errors. Replica types are checked in ``fw.replica_order``.
 
     managedBy (supported values, immutability) is checked the same way for
     every kind. Fixed bugs of the original: its PyTorch webhook compared the
@@ -223,7 +223,7 @@ def _replica_rules(specs: dict[str, Any], base: str, fw: Framework) -> list[Fiel
 
 
 def _mpi_replica_rules(specs: dict[str, Any], base: str) -> list[FieldError]:
-    """MPIJob: the original's ValidateV1MpiJobSpec (reference §2.5), which its
+    """MPIJob: the original's ValidateV1MpiJobSpec (docs/REFERENCE.md §2.5), which its
     controller checks on every reconcile (a Warning event, the job stuck
     forever). Phalanx refuses the job at admission instead, with a field error
     per rule, in the order the original checks them: containers, type, each

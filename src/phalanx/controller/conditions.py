@@ -1,4 +1,4 @@
-"""Job condition mechanics, exactly as kubeflow ``pkg/util/status.go`` (reference §6.1).
+"""Job condition mechanics, exactly as kubeflow ``pkg/util/status.go`` (docs/REFERENCE.md §6.1).
 
 - Once ``Failed`` is True the list is frozen.
 - Same type, status and reason: nothing changes (not even the message).

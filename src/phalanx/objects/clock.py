@@ -1,4 +1,4 @@
-"""One clock for every component (DESIGN.md "One clock").
+"""One clock for every component.
 
 Pure cores take ``now`` as an argument; shells read it from a Clock so the same
 code can run in real time or on a virtual clock (simulation, unit tests).

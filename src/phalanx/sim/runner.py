@@ -37,6 +37,7 @@ from phalanx.gctune import tune_gc
 from phalanx.node.agent import ensure_node
 from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError
+from phalanx.objects.quantity import parse_quantity
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
 from phalanx.sim.arrivals import LoadedWorkload
@@ -335,7 +336,6 @@ class Simulation:
 
 
 def _capacity(node_specs: list[tuple[str, dict[str, str]]]) -> tuple[float, float, float]:
-    from phalanx.objects.quantity import parse_quantity
     cpu = mem = gpu = 0.0
     for _, cap in node_specs:
         cpu += parse_quantity(cap["cpu"])

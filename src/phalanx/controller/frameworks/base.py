@@ -22,7 +22,7 @@ RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 
 @dataclass(frozen=True)
 class ReplicaState:
-    """One replica type as the reconciler counted it this round (reference §4.1)."""
+    """One replica type as the reconciler counted it this round."""
 
     rtype: str
     replicas: int
@@ -141,7 +141,7 @@ class Framework(ABC):
 
     @abstractmethod
     def pod_env(self, job: dict, rtype: str, index: int, addressing: "Addressing") -> list[dict]:
-        """Env vars appended to the containers ``env_targets`` picks (reference §5)."""
+        """Env vars appended to the containers ``env_targets`` picks (docs/REFERENCE.md §5)."""
 
     def env_targets(self, containers: list[dict]) -> list[dict]:
         """Which containers get ``pod_env``: by default every one of them."""
@@ -153,7 +153,7 @@ class Framework(ABC):
 
     @abstractmethod
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """The per-kind ``UpdateJobStatus`` rules (reference §6), in fixed order."""
+        """The per-kind ``UpdateJobStatus`` rules (docs/REFERENCE.md §6), in fixed order."""
 
 
 class Addressing:

@@ -1,4 +1,4 @@
-"""JAXJob: env (reference §5.5) and status rules (§6.8)."""
+"""JAXJob: env and status rules (docs/REFERENCE.md §5.5, §6.8)."""
 from __future__ import annotations
 
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
@@ -41,7 +41,7 @@ class JAXFramework(Framework):
         return sorted(replicas, key=lambda r: (rank.get(r.rtype, len(rank)), r.rtype))
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.8: all workers succeeded -> Succeeded, else any running -> Running;
+        """All workers succeeded -> Succeeded, else any running -> Running;
         a failed replica not yet replaced -> Restarting unless its policy is
         Never, which fails the job."""
         jname, ns = name_of(job), namespace(job)

@@ -1,4 +1,4 @@
-"""MPIJob: launcher and worker pods, their ConfigMap and RBAC (reference §5.6), status (§6.5).
+"""MPIJob: launcher and worker pods, their ConfigMap and RBAC, status (docs/REFERENCE.md §5.6, §6.5).
 
 The launcher runs ``mpirun``; Open MPI starts its daemons on the workers through
 the rsh agent ``kubexec.sh`` from the job's ConfigMap ``<job>-config``, which also
@@ -283,7 +283,7 @@ class MPIFramework(Framework):
     # ---- status --------------------------------------------------------------------------
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.5 in the fixed order Launcher, Worker: the launcher drives Running and
+        """In the fixed order Launcher, Worker: the launcher drives Running and
         success; a failure restarts unless its policy is Never, which fails the job
         (MPIJobEvicted when failed workers were evicted)."""
         jname = name_of(job)

@@ -1,4 +1,4 @@
-"""PaddleJob: env (reference §5.4) and status rules (§6.7), in the fixed order Master, Worker."""
+"""PaddleJob: env and status rules (docs/REFERENCE.md §5.4, §6.7), in the fixed order Master, Worker."""
 from __future__ import annotations
 
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
@@ -59,7 +59,7 @@ class PaddleFramework(Framework):
         return sorted(replicas, key=lambda r: (rank.get(r.rtype, len(rank)), r.rtype))
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.7: PyTorch's rules without the elastic shortcut, in the fixed order
+        """PyTorch's rules without the elastic shortcut, in the fixed order
         Master, Worker (the original used map order, so a Master success could
         lose to a Worker failure seen first)."""
         jname, ns = name_of(job), namespace(job)

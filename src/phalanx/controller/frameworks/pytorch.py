@@ -1,4 +1,4 @@
-"""PyTorchJob: env (reference §5.1), worker init container, status rules (§6.3)."""
+"""PyTorchJob: env, worker init container, status rules (docs/REFERENCE.md §5.1, §6.3)."""
 from __future__ import annotations
 
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
@@ -108,7 +108,7 @@ class PyTorchFramework(Framework):
         }]
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.3, in the fixed order Master, Worker (the original used map order)."""
+        """The original's PyTorchJob rules, in the fixed order Master, Worker (the original used map order)."""
         jname, ns = name_of(job), namespace(job)
         has_master = any(r.rtype == MASTER for r in replicas)
         elastic = isinstance(spec(job).get("elasticPolicy"), dict)

@@ -1,4 +1,4 @@
-"""TFJob: TF_CONFIG (reference §5.2) and status rules (§6.4)."""
+"""TFJob: TF_CONFIG and status rules (docs/REFERENCE.md §5.2, §6.4)."""
 from __future__ import annotations
 
 import json
@@ -80,7 +80,7 @@ class TensorFlowFramework(Framework):
         return []
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.4: Chief/Master decides if present, else worker-0 (or all workers)."""
+        """Chief/Master decides if present, else worker-0 (or all workers)."""
         jname, ns = name_of(job), namespace(job)
         by_type = {r.rtype: r for r in replicas}
         worker = by_type.get(WORKER)

@@ -1,4 +1,4 @@
-"""XGBoostJob: env (reference §5.3) and status rules (§6.6), in the fixed order Master, Worker."""
+"""XGBoostJob: env and status rules (docs/REFERENCE.md §5.3, §6.6), in the fixed order Master, Worker."""
 from __future__ import annotations
 
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
@@ -55,7 +55,7 @@ class XGBoostFramework(Framework):
         return sorted(replicas, key=lambda r: (rank.get(r.rtype, len(rank)), r.rtype))
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.6 in the fixed order Master, Worker (the original used map order).
+        """The original's XGBoostJob rules in the fixed order Master, Worker (it used map order).
 
         The Master decides Running and success (early return). Any failed replica
         first sets Running, then Restarting under ExitCode, else Failed, whatever

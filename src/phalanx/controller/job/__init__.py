@@ -1,4 +1,4 @@
-"""The job controller (DESIGN.md "controller/job"): a pure reconcile core plus a thin shell.
+"""The job controller: a pure reconcile core plus a thin shell.
 
 ``reconcile(job, pods, services, podgroup, now, framework, options) -> Plan``
 decides; ``controller.JobController`` watches, calls it and applies the plan.

@@ -1,19 +1,19 @@
 """The pure job reconciler: (job, pods, services, PodGroup, now) -> Plan.
 
-Order (reference §3.3, with the SEMANTICS fixes):
+Order (the original's ReconcileJobs, docs/REFERENCE.md §3.3, with the decisions of docs/SEMANTICS.md):
 
 1. ``Created`` on first sight.
-2. Finished job: cleanup (cleanPodPolicy on success, everything on failure,
-   S5), PodGroup deleted, TTL.
+2. Finished job: cleanup (cleanPodPolicy on success, everything on failure;
+   kept pods never restart again), PodGroup deleted, TTL.
 3. Suspended: everything deleted, Running -> False, Suspended. Resume.
-4. Restarts counted into the status (S2): in-place restarts, failures as they
+4. Restarts counted into the job's status: in-place restarts, failures as they
    are seen, Failed pods recreated, pods deleted from outside (Restarting);
-   past backoffLimit (S3) or activeDeadlineSeconds (S4): Failed and cleanup.
+   more restarts than backoffLimit, or activeDeadlineSeconds passed: Failed and cleanup.
 5. Normal path: PodGroup created/synced; nothing else until Volcano admits it;
    one headless Service per slot; pods once every Service exists (locally:
    carries its allocated address and ports, needed for env); Failed pods
    restarted (delete, recreate) or failing the job (ExitCode permanent);
-   replica statuses; startTime; the per-kind rules (S7).
+   replica statuses; startTime; the per-kind status rules, in a fixed order.
 6. A job that finished in this very pass is cleaned up in the same plan.
 
 Replica types are always walked in the framework's fixed order.
@@ -155,8 +155,8 @@ def _delete_podgroup(ctx: _Ctx) -> None:
 
 
 def _cleanup_finished(ctx: _Ctx, book: RestartBook) -> None:
-    """S5: on success cleanPodPolicy decides, on failure every pod and service
-    goes; kept pods are never restarted; the PodGroup is deleted; TTL."""
+    """On success cleanPodPolicy decides, on failure every pod and service
+    goes; kept pods are never restarted (docs/SEMANTICS.md S5); the PodGroup is deleted; TTL."""
     plan, st = ctx.plan, ctx.st
     plan.create_pods.clear()
     plan.create_services.clear()
@@ -174,13 +174,13 @@ def _cleanup_finished(ctx: _Ctx, book: RestartBook) -> None:
             plan.delete_pods.append(n)
             doomed.add(n)
         elif pod_phase(pod) not in ("Succeeded", "Failed") and ANNOTATION_NO_RESTART not in annotations_of(pod):
-            plan.stop_restarting.append(n)  # kept: runs to its end, never restarted (S5)
+            plan.stop_restarting.append(n)  # kept: runs to its end, never restarted
     for svc in ctx.services:
         n = name_of(svc)
         if (delete_all or n in doomed) and n not in plan.delete_services:
             plan.delete_services.append(n)
     _delete_podgroup(ctx)
-    st.set_completion_time()  # S11: every finished job has one
+    st.set_completion_time()  # every finished job has one
     if is_succeeded(st.status):
         for rs in as_dict(st.status.get("replicaStatuses")).values():
             if isinstance(rs, dict) and (as_int(rs.get("active"), 0) or 0) > 0:
@@ -206,7 +206,7 @@ def _suspend(ctx: _Ctx) -> None:
         if isinstance(rs, dict):
             rs.pop("active", None)
     book = RestartBook(st.status)
-    book.forget_all()  # deleted on purpose: none of them is a restart (S2)
+    book.forget_all()  # deleted on purpose: none of them is a restart
     book.write(st.status)
     msg = f"{ctx.kind} {ctx.name} is suspended."
     if st.has(RUNNING):
@@ -248,7 +248,7 @@ def _run(ctx: _Ctx) -> None:
         n = replicas_of(rspec)
         layout.append((rtype, rspec, n, slots(ctx.pods, rtype, n), slots(ctx.services, rtype, n)))
 
-    # S2: count restarts before anything else decides.
+    # Restarts are counted (into the status) before anything else decides.
     book = RestartBook(st.status)
     for rtype, rspec, n, pslots, _ in layout:
         policy = fw.restart_policy(rspec)
@@ -285,8 +285,8 @@ def _run(ctx: _Ctx) -> None:
               f"Job {ctx.name} has failed because it was active longer than specified deadline", book)
         return
 
-    # No restart left (S3): the node agent must not restart a failure in place
-    # (its failure then fails the job, P7/C3); pods are marked, new ones born so.
+    # No restart left (backoffLimit N grants N restarts): the node agent must not restart
+    # a failure in place, the failure then fails the job; pods are marked, new ones born so.
     # A pod waiting for a restart that was granted is marked once it restarted.
     exhausted = book.total >= limit
     if exhausted:
@@ -295,7 +295,7 @@ def _run(ctx: _Ctx) -> None:
                     and not book.restart_pending(pod):
                 plan.stop_failure_restarts.append(name_of(pod))
 
-    for rtype in book.deleted_types:  # a pod deleted from outside is recreated: a restart (S2, P8)
+    for rtype in book.deleted_types:  # a pod deleted from outside is recreated: a restart
         st.set(RESTARTING, st.reason("Restarting"),
                f"job {ctx.name} is restarting because {rtype} replica(s) were deleted.", event="Warning")
 
@@ -463,7 +463,7 @@ def _stopped_by_shutdown(pod: Obj) -> bool:
 
 
 def _needs_recreate(fw: Framework, policy: str, pod: Obj) -> bool:
-    """A Failed pod the operator deletes and recreates (reference §4.1, S6)."""
+    """A Failed pod the operator deletes and recreates: OnFailure/Always, or ExitCode with a retryable code."""
     if pod_phase(pod) != "Failed":
         return False
     if policy in ("OnFailure", "Always"):
@@ -480,12 +480,12 @@ def _handle_failed_pod(ctx: _Ctx, rtype: str, policy: str, pod: Obj) -> None:
         st.set(RESTARTING, st.reason("Restarting"), msg, event="Warning")
     elif policy == "ExitCode":
         msg = f'job "{ctx.name}" is failing because "{rtype}" replica(s) failed.'
-        st.set_completion_time()  # S11: the original forgets it here
+        st.set_completion_time()  # the original forgets it here; TTL needs it
         st.set(FAILED, st.reason("Failed"), msg, event="Warning")
 
 
 def _deadline_left(ctx: _Ctx) -> float | None:
-    """Seconds until activeDeadlineSeconds passes, counted from startTime (S4)."""
+    """Seconds until activeDeadlineSeconds passes, counted from startTime."""
     ads = as_int(run_policy(ctx.job).get("activeDeadlineSeconds"))
     start = _parse(ctx.st.status.get("startTime"))
     if ads is None or start is None:

@@ -49,15 +49,15 @@ class Plan:
     delete_pods: list[str] = field(default_factory=list)
     delete_services: list[str] = field(default_factory=list)
     podgroup_create: dict[str, Any] | None = None
-    podgroup_update: dict[str, Any] | None = None  # only when the spec really differs (S11: no churn)
+    podgroup_update: dict[str, Any] | None = None  # only when the spec really differs (no churn)
     podgroup_delete: bool = False
     status: dict[str, Any] | None = None  # the new job status, only when it differs
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     delete_job: bool = False  # ttlSecondsAfterFinished expired
-    # Pods a finished job keeps, to mark "never restart again" (S5).
+    # Pods a finished job keeps, to mark "never restart again".
     stop_restarting: list[str] = field(default_factory=list)
-    # Live pods to mark "no restart after a failure": backoffLimit leaves no restart (S3).
+    # Live pods to mark "no restart after a failure": backoffLimit leaves no restart.
     stop_failure_restarts: list[str] = field(default_factory=list)
     # Other owned objects (Framework.owned_objects) to create, or replace when different;
     # applied after the status and PodGroup, before services and pods.

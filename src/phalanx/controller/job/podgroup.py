@@ -1,7 +1,7 @@
-"""The job's Volcano PodGroup (reference §7, SEMANTICS S8): desired shape, sync, gating.
+"""The job's Volcano PodGroup: desired shape, sync, and no pods before Volcano admits the gang.
 
 Unlike the original, an existing PodGroup is updated only when its spec really
-differs (S11: no churn), and fields we do not own are kept.
+differs (no churn), and fields we do not own are kept.
 """
 from __future__ import annotations
 

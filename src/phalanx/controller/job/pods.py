@@ -1,4 +1,4 @@
-"""Pods and headless Services of a job: names, labels, slots (reference §4.1-§4.5, S10)."""
+"""Pods and headless Services of a job: names, labels, slots, as the original builds them."""
 from __future__ import annotations
 
 import copy
@@ -37,7 +37,7 @@ def replica_selector(fw: Framework, job: Obj, rtype: str) -> str:
 def slots(objs: list[Obj], rtype: str, replicas: int) -> list[list[Obj]]:
     """``GetPodSlices``: objects of ``rtype`` by their replica-index label, in a
     list of length max(max index + 1, replicas). Starting from -1 (not 0) fixes
-    the replicas=0 create/delete loop (#1709, S11). Objects with a missing or
+    the original's replicas=0 create/delete loop (kubeflow #1709). Objects with a missing or
     garbage index are skipped."""
     rt = rtype.lower()
     mine: list[tuple[int, Obj]] = []

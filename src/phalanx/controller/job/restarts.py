@@ -1,4 +1,4 @@
-"""Restarts counted by the job (SEMANTICS S2/S3/S6), kept in its status.
+"""Restarts counted by the job, kept in its status; backoffLimit N grants N restarts.
 
 The original reads ``restartCount`` back from pods that are Running, so
 restarts of a recreated pod are lost and ExitCode retries are unlimited. Here
@@ -15,9 +15,9 @@ every failure that leads to a restart is counted once, in the job's status:
 
 A failure is counted when it is seen — an exited container waiting for its
 in-place restart included — so the failure past ``backoffLimit`` fails the job
-before the node agent restarts it (P7: a restart that was granted runs, no
+before the node agent restarts it (a restart that was granted runs, no
 other starts). A pod that disappears (or is being deleted) without the job
-controller having deleted it was deleted from outside: one restart (P8). A
+controller having deleted it was deleted from outside: one restart. A
 restart after a clean exit (``Always``) is not a failure and is not counted.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from phalanx.objects.meta import Obj, is_deleting, metadata_of, name_of, uid_of
 
 
 def is_retryable_exit_code(code: int | None) -> bool:
-    """S6: 130, 137, 138, 143 and any other 129-255 retryable; 1, 2, 126-128,
+    """ExitCode classes: 130, 137, 138, 143 and any other 129-255 retryable; 1, 2, 126-128,
     139 and 3-125 permanent; a container that never terminated is retryable."""
     if code is None:
         return True
@@ -71,7 +71,7 @@ def failing_now(cs: Obj) -> bool:
 def restarts_in_place(pod: Obj) -> bool:
     """Whether the node agent restarts ``pod``'s failed containers in place:
     restartPolicy OnFailure/Always, not finished, not being deleted, not marked
-    never to restart (S5). (A pod marked not to restart failures, S3, may
+    never to restart. (A pod marked not to restart failures, when no restart is left, may
     still show one it restarts: the mark can arrive after the failure.)"""
     if as_str(metadata_of(pod).get("deletionTimestamp")) or pod_phase(pod) in ("Succeeded", "Failed"):
         return False
@@ -247,7 +247,7 @@ class RestartBook:
 
 
 def would_restart(pod: Obj, book: RestartBook) -> bool:
-    """S5: a kept pod of a finished job that failed and is being (or was) restarted
+    """A kept pod of a finished job that failed and is being (or was) restarted
     in place. A restart after a clean exit (Always) cannot be told apart here
     from a pod that keeps running; stopping those needs the node agent."""
     policy = as_str(spec(pod).get("restartPolicy")) or "Always"

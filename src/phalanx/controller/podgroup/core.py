@@ -1,7 +1,7 @@
 """The pure podgroup-controller decision: (pod, served scheduler names) -> the
 PodGroup a pod without one gets, and the group-name annotation it is given.
 
-Volcano's pg-controller (pkg/controllers/podgroup, reference/volcano.md A.1):
+Volcano's pg-controller (pkg/controllers/podgroup, docs/REFERENCE.md A.1):
 a pod whose schedulerName is served and that has no
 ``scheduling.k8s.io/group-name`` annotation gets a PodGroup of one:
 
