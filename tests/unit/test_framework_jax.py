@@ -1,4 +1,4 @@
-"""JAXJob plugin: env (reference §5.5, S10), job-role (§4.2), status rules (§6.8, S7, S11)."""
+"""JAXJob plugin: env (docs/REFERENCE.md §5.5, S10), job-role (§4.2), status rules (§6.8, S7, S11)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""MPIJob plugin: launcher/worker pods, ConfigMap and RBAC (reference §5.6), status rules (§6.5, S7, S11).
+"""MPIJob plugin: launcher/worker pods, ConfigMap and RBAC (docs/REFERENCE.md §5.6), status rules (§6.5, S7, S11).
 
 Driven through the pure reconciler with a fake clock, in both modes: Kubernetes
 (the original's kubectl-delivery, ServiceAccount, Role, RoleBinding) and the

@@ -1,4 +1,4 @@
-"""PaddleJob plugin: env (reference §5.4, S10), job-role (§4.2), status rules (§6.7, S7, S11)."""
+"""PaddleJob plugin: env (docs/REFERENCE.md §5.4, S10), job-role (§4.2), status rules (§6.7, S7, S11)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""XGBoostJob plugin: env (reference §5.3, S10), job-role (§4.2), status rules (§6.6, S7, S11)."""
+"""XGBoostJob plugin: env (docs/REFERENCE.md §5.3, S10), job-role (§4.2), status rules (§6.6, S7, S11)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Condition mechanics as kubeflow pkg/util/status.go (reference §6.1), as tables."""
+"""Condition mechanics as kubeflow pkg/util/status.go (docs/REFERENCE.md §6.1), as tables."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone

@@ -1,4 +1,4 @@
-"""The job's PodGroup (reference §7, SEMANTICS S8)."""
+"""The job's PodGroup (docs/REFERENCE.md §7, docs/SEMANTICS.md S8)."""
 from __future__ import annotations
 
 import pytest
@@ -12,7 +12,7 @@ TF = get_framework("TFJob")
 
 
 def test_s8_podgroup_spec_of_the_seed_job():
-    # SCENARIOS P1: MINMEMBER 4, queue default, minResources from limits (no requests).
+    # docs/REFERENCE.md P1: MINMEMBER 4, queue default, minResources from limits (no requests).
     assert pg.new_podgroup(pytorch_job(), PYTORCH)["spec"] == {
         "minMember": 4, "queue": "default", "minResources": {"cpu": "4", "memory": "400Mi"}}
     assert pg.new_podgroup(tf_job(), TF)["spec"]["minMember"] == 4
