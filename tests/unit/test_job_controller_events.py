@@ -215,7 +215,7 @@ async def test_the_events_of_a_round_are_written_together_in_plan_order():
 # -------------------------------------------------------- a one-pod job's life
 
 
-async def test_one_pod_job_life_costs_few_rounds_and_no_idle_writes(store_client, monkeypatch):  # noqa: F811
+async def test_one_pod_job_life_costs_few_rounds_and_no_idle_writes(store_client, monkeypatch):
     """Scheduler and node agent played by hand, one step at a time, the controller idle
     between steps (no coalescing): rounds, job writes and events over the whole life."""
     client, clock = store_client
