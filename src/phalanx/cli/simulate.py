@@ -30,7 +30,7 @@ def simulate(
     from phalanx.sim.report import print_summary, summarize, write_outputs
     from phalanx.sim.runner import Simulation
     from phalanx.sim.units import DurationError, format_duration, parse_duration
-    from phalanx.sim.workload import WorkloadError
+    from phalanx.sim.workload import WorkloadError  # deferred like the lines above, for start-up speed
 
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
