@@ -9,6 +9,12 @@ from typing import Any
 Obj = dict[str, Any]
 
 
+def meta(obj: Obj) -> dict[str, Any]:
+    """``obj``'s metadata, created empty when absent (for writers)."""
+    m: dict[str, Any] = obj.setdefault("metadata", {})
+    return m
+
+
 def metadata_of(obj: object) -> dict[str, Any]:
     """``obj``'s metadata; ``{}`` when ``obj`` or its metadata is not an object. The readers
     below never raise on a malformed object (a hand-edited one reaches every controller)."""
