@@ -30,9 +30,10 @@ import threading
 import time
 from pathlib import Path
 
+from phalanx.sim.arrivals import LoadedWorkload, resolve
 from phalanx.sim.report import summarize
 from phalanx.sim.runner import Simulation
-from phalanx.sim.workload import LoadedWorkload, parse_workload, resolve
+from phalanx.sim.workload import parse_workload
 
 
 def week_1k(days: float = 7.0) -> dict:

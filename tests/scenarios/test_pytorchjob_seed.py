@@ -28,7 +28,7 @@ async def _get(client, kind, name, ns="default"):
 
 
 async def test_p1_normal_run_order_of_states(cluster, recorder):
-    # SCENARIOS P1: Created -> Running (master Running) -> Succeeded (master Completed);
+    # docs/REFERENCE.md P1: Created -> Running (master Running) -> Succeeded (master Completed);
     # PodGroup Inqueue -> Running, deleted after success; pods kept (cleanPodPolicy None).
     job = scaled(load_example("pytorchjob.yaml")[0], 2)
     await cluster.client.create(job)

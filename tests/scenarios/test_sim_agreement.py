@@ -24,8 +24,9 @@ from phalanx.cli import describe as describe_mod
 from phalanx.cli import printers
 from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import NotFound
+from phalanx.sim.arrivals import resolve
 from phalanx.sim.runner import SimResult, Simulation
-from phalanx.sim.workload import parse_workload, resolve
+from phalanx.sim.workload import parse_workload
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SEEDS = EXAMPLES / "seeds"

@@ -21,7 +21,7 @@ async def _get(client, kind, name, ns="default"):
 
 
 async def test_t1_normal_run(cluster, recorder):
-    # SCENARIOS T1: Created -> Running (workers Running) -> Succeeded (worker-0 Completed);
+    # docs/REFERENCE.md T1: Created -> Running (workers Running) -> Succeeded (worker-0 Completed);
     # PodGroup minMember 4 in queue default, deleted after success; pods remain.
     c = cluster.client
     await c.create(scaled(load_example("tfjob.yaml")[0], 2))
@@ -51,7 +51,7 @@ def _tf_config(pod: dict) -> dict:
 
 
 async def test_t2_tf_config_and_connectable_addresses(cluster):
-    # SCENARIOS T2: every replica gets TF_CONFIG; on the local runtime the addresses connect.
+    # docs/REFERENCE.md T2: every replica gets TF_CONFIG; on the local runtime the addresses connect.
     c = cluster.client
     job = load_example("tfjob.yaml")[0]
     specs = job["spec"]["tfReplicaSpecs"]

@@ -127,7 +127,7 @@ def test_seed_pytorchjob_is_accepted_and_defaulted() -> None:
 
 
 def test_s1_defaults_are_persisted_so_an_omitted_master_replicas_is_accepted() -> None:
-    # SEMANTICS S1: the original rejects this (webhook sees replicas nil); Phalanx defaults first.
+    # docs/SEMANTICS.md S1: the original rejects this (webhook sees replicas nil); Phalanx defaults first.
     job = seed()
     del master(job)["replicas"]
     del worker(job)["restartPolicy"]
@@ -150,7 +150,7 @@ def test_namespace_defaults_to_the_given_namespace() -> None:
     assert admit(job)["metadata"]["namespace"] == "default"
 
 
-# --- the Kubeflow webhook rules (reference/kubeflow-v1.md §2) ------------------------------
+# --- the Kubeflow webhook rules (docs/REFERENCE.md §2) ------------------------------
 
 def test_p4_master_replicas_2_is_refused_with_the_originals_message() -> None:
     # seed 000: Error from server (Forbidden): error when creating "pytorchjob.yaml": <this message>

@@ -1,17 +1,23 @@
 """Kubernetes quantities and the resource arithmetic the scheduler relies on."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from phalanx.objects.quantity import (
+    QuantityError,
     add_resources,
     container_requests,
     format_cpu,
+    format_exact,
     format_memory,
     format_quantity,
+    parse_exact,
     parse_quantity,
     parse_resource_list,
     pod_requests,
+    same_resources,
     sum_resources,
 )
 
@@ -119,3 +125,40 @@ def test_pod_requests_count_sidecars_and_overhead() -> None:
 
 def test_pod_requests_of_an_empty_pod_is_empty() -> None:
     assert pod_requests({}) == {}
+
+
+@pytest.mark.parametrize("text, value", [
+    ("1", 1), ("500m", Fraction(1, 2)), ("100Mi", 100 * 2**20), ("1Gi", 2**30), ("1e3", 1000), ("1E", 10**18),
+    ("2k", 2000), (".5", Fraction(1, 2)), (3, 3), (0.25, Fraction(1, 4)),
+])
+def test_parse_exact(text, value):
+    assert parse_exact(text)[0] == value
+
+
+@pytest.mark.parametrize("value, fmt, text", [
+    (4, "DecimalSI", "4"), (Fraction(3, 2), "DecimalSI", "1500m"), (2000, "DecimalSI", "2k"),
+    (400 * 2**20, "BinarySI", "400Mi"), (1536 * 2**20, "BinarySI", "1536Mi"), (2**30, "BinarySI", "1Gi"),
+    (512, "BinarySI", "512"), (Fraction(1, 2), "BinarySI", "500m"), (0, "BinarySI", "0"),
+    (3000, "DecimalExponent", "3e3"), (Fraction(1, 10**10), "DecimalSI", "1n"),
+])
+def test_format_exact(value, fmt, text):
+    assert format_exact(Fraction(value), fmt) == text
+
+
+def test_quantities_compare_by_value():
+    assert same_resources({"cpu": "1000m", "memory": "1Gi"}, {"cpu": "1", "memory": "1073741824"})
+    assert not same_resources({"cpu": "1"}, {"cpu": "2"})
+    assert not same_resources({"cpu": "1"}, {"cpu": "1", "memory": "1"})
+
+
+def test_exact_quantities_are_parsed_once_and_booleans_still_refused():
+    # Every round sums the PodGroup's minResources from the same few strings: cached.
+    assert parse_exact("100Mi") is parse_exact("100Mi") and parse_exact("100Mi")[0] == 100 * 1024**2
+    assert format_exact(parse_exact("1500m")[0]) is format_exact(parse_exact("1500m")[0]) == "1500m"
+    assert parse_exact(1) == parse_exact(" 1 ") == (1, "DecimalSI")
+    for bad in (True, None, "1x"):
+        try:
+            parse_exact(bad)
+        except QuantityError:
+            continue
+        raise AssertionError(f"{bad!r} accepted")

@@ -1,4 +1,4 @@
-"""MPIJob plugin: launcher/worker pods, ConfigMap and RBAC (reference §5.6), status rules (§6.5, S7, S11).
+"""MPIJob plugin: launcher/worker pods, ConfigMap and RBAC (docs/REFERENCE.md §5.6), status rules (§6.5, S7, S11).
 
 Driven through the pure reconciler with a fake clock, in both modes: Kubernetes
 (the original's kubectl-delivery, ServiceAccount, Role, RoleBinding) and the
@@ -10,9 +10,9 @@ import copy
 import shlex
 from datetime import datetime, timezone
 
+from phalanx.controller.conditions import StatusWriter
 from phalanx.controller.frameworks import ReplicaState, get_framework
 from phalanx.controller.job import Plan, ReconcileOptions, reconcile
-from phalanx.controller.job.conditions import StatusWriter
 from tests.unit.test_job_world import JOB_UID, T0, World
 
 MPI = get_framework("MPIJob")

@@ -1,4 +1,4 @@
-"""PaddleJob plugin: env (reference §5.4, S10), job-role (§4.2), status rules (§6.7, S7, S11)."""
+"""PaddleJob plugin: env (docs/REFERENCE.md §5.4, S10), job-role (§4.2), status rules (§6.7, S7, S11)."""
 from __future__ import annotations
 
 import json
@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from phalanx.controller.conditions import StatusWriter
 from phalanx.controller.frameworks import ReplicaState, get_framework
 from phalanx.controller.job import ReconcileOptions
-from phalanx.controller.job.conditions import StatusWriter
 from phalanx.node.env import PodContext, container_env
 from tests.unit.test_job_core import assert_fixpoint, started
 from tests.unit.test_job_world import COMMAND, IMAGE, JOB_UID, T0, World

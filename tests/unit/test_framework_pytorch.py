@@ -1,11 +1,11 @@
-"""PyTorchJob plugin: env (SCENARIOS P3, reference §5.1), init container, status rules (§6.3, S7)."""
+"""PyTorchJob plugin: env (docs/REFERENCE.md P3, docs/REFERENCE.md §5.1), init container, status rules (§6.3, S7)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from phalanx.controller.conditions import StatusWriter
 from phalanx.controller.frameworks import ReplicaState, get_framework
 from phalanx.controller.job import ReconcileOptions
-from phalanx.controller.job.conditions import StatusWriter
 from tests.unit.test_job_core import PODS, started
 from tests.unit.test_job_world import World, env_of, pytorch_job
 
@@ -29,7 +29,7 @@ def env_list(pod: dict, container: int = 0) -> list[tuple[str, str]]:
 
 
 def test_s10_p3_env_of_master_and_workers_with_resolvable_names():
-    # SCENARIOS P3: ranks distinct 0..3, master rank 0, MASTER_ADDR the master's service name.
+    # docs/REFERENCE.md P3: ranks distinct 0..3, master rank 0, MASTER_ADDR the master's service name.
     w = started()
     for i, n in enumerate(PODS):
         assert env_list(w.pods[n]) == expected_env(i), n

@@ -1,4 +1,4 @@
-"""TFJob plugin: TF_CONFIG (SCENARIOS T2, reference §5.2) and status rules (T1, §6.4, S7)."""
+"""TFJob plugin: TF_CONFIG (docs/REFERENCE.md T2, docs/REFERENCE.md §5.2) and status rules (T1, §6.4, S7)."""
 from __future__ import annotations
 
 import json
@@ -21,7 +21,7 @@ def tf_config(pod: dict) -> str:
 
 
 def test_t2_tf_config_exact_string_for_ps_and_workers():
-    # SCENARIOS T2 (seed 002), as the original writes it in Kubernetes mode.
+    # docs/REFERENCE.md T2 (seed 002), as the original writes it in Kubernetes mode.
     w = started(tf_job(), options=K8S)
     cluster = ('{"cluster":{"ps":["tftest-ps-0.default.svc:2222"],"worker":["tftest-worker-0.default.svc:2222",'
                '"tftest-worker-1.default.svc:2222","tftest-worker-2.default.svc:2222"]},')
@@ -106,7 +106,7 @@ def running(job=None) -> World:
 
 
 def test_t1_normal_run_succeeds_when_worker_0_completes():
-    # SCENARIOS T1 (seed 002) with the original's rule (S7): default successPolicy -> worker-0.
+    # docs/REFERENCE.md T1 (seed 002) with the original's rule (S7): default successPolicy -> worker-0.
     w = started(tf_job())
     w.running("tftest-ps-0")
     w.step()

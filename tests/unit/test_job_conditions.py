@@ -1,11 +1,11 @@
-"""Condition mechanics as kubeflow pkg/util/status.go (reference §6.1), as tables."""
+"""Condition mechanics as kubeflow pkg/util/status.go (docs/REFERENCE.md §6.1), as tables."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from phalanx.controller.job.conditions import StatusWriter, update_job_conditions
+from phalanx.controller.conditions import StatusWriter, update_job_conditions
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T1 = T0 + timedelta(seconds=10)

@@ -31,7 +31,7 @@ class FakeInformer:
 
     def by_index(self, index, value):
         assert index == ctl.OWNER_INDEX
-        return [o for o in self.objs.values() if ctl._controller_uid(o) == [value]]
+        return [o for o in self.objs.values() if ctl.owner_index(o) == [value]]
 
 
 class FakeClient:

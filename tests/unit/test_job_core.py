@@ -1,6 +1,6 @@
 """The pure job reconciler driven by hand-made pod and PodGroup states (fixed clock).
 
-Seed references: SCENARIOS.md P1 (seed 000), C1 (seed 003); SEMANTICS S5, S7, S8, S10, S11.
+Seed references: docs/REFERENCE.md P1 (seed 000), C1 (seed 003); docs/SEMANTICS.md S5, S7, S8, S10, S11.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def started(job: dict | None = None, **kw) -> World:
 
 
 def test_p1_normal_run_step_by_step():
-    # SCENARIOS P1 (seed 000): Created -> PodGroup -> (gated) -> services -> pods ->
+    # docs/REFERENCE.md P1 (seed 000): Created -> PodGroup -> (gated) -> services -> pods ->
     # Running when the master runs -> Succeeded when the master completes -> PodGroup deleted.
     w = World(pytorch_job())
 
@@ -180,7 +180,7 @@ def test_p1_normal_run_step_by_step():
     assert sorted(w.pods) == PODS
     assert plan.events == [("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup"),
                            ("Normal", "PyTorchJobSucceeded", "PyTorchJob pytest is successfully completed.")]
-    # Finished: still-active replicas are reported as succeeded (reference §3.3 step 4).
+    # Finished: still-active replicas are reported as succeeded (docs/REFERENCE.md §3.3 step 4).
     assert w.status["replicaStatuses"] == {"Master": {"succeeded": 1, "selector": SEL_MASTER},
                                            "Worker": {"succeeded": 3, "selector": SEL_WORKER}}
     assert_fixpoint(w)
@@ -188,7 +188,7 @@ def test_p1_normal_run_step_by_step():
 
 
 def test_c1_clean_pod_policy_all_deletes_every_pod_and_service_on_success():
-    # SCENARIOS C1 (seed 003): cleanPodPolicy All, master completes -> running workers deleted, master too.
+    # docs/REFERENCE.md C1 (seed 003): cleanPodPolicy All, master completes -> running workers deleted, master too.
     w = started(pytorch_job(cleanPodPolicy="All"))
     w.running(*PODS)
     w.step()

@@ -17,7 +17,7 @@ import pytest
 from phalanx.api.admission import admit
 from phalanx.client.local import LocalClient
 from phalanx.controller.job import ReconcileOptions
-from phalanx.controller.job.controller import OWNER_INDEX, JobController, _controller_uid
+from phalanx.controller.job.controller import OWNER_INDEX, JobController, owner_index
 from phalanx.objects.clock import FakeClock
 from phalanx.objects.errors import NotFound
 from phalanx.store.store import Store
@@ -69,7 +69,7 @@ class StoreView:
 
     def by_index(self, index: str, value: str) -> list[dict]:
         assert index == OWNER_INDEX
-        return [o for o in self.list() if _controller_uid(o) == [value]]
+        return [o for o in self.list() if owner_index(o) == [value]]
 
 
 class World:

@@ -1,13 +1,10 @@
-"""The job's PodGroup (reference §7, SEMANTICS S8) and quantity sums."""
+"""The job's PodGroup (docs/REFERENCE.md §7, docs/SEMANTICS.md S8)."""
 from __future__ import annotations
-
-from fractions import Fraction
 
 import pytest
 
 from phalanx.controller.frameworks import get_framework
 from phalanx.controller.job import podgroup as pg
-from phalanx.controller.job.quantity import format_quantity, parse, same_resources
 from tests.unit.test_job_world import pytorch_job, tf_job
 
 PYTORCH = get_framework("PyTorchJob")
@@ -15,7 +12,7 @@ TF = get_framework("TFJob")
 
 
 def test_s8_podgroup_spec_of_the_seed_job():
-    # SCENARIOS P1: MINMEMBER 4, queue default, minResources from limits (no requests).
+    # docs/REFERENCE.md P1: MINMEMBER 4, queue default, minResources from limits (no requests).
     assert pg.new_podgroup(pytorch_job(), PYTORCH)["spec"] == {
         "minMember": 4, "queue": "default", "minResources": {"cpu": "4", "memory": "400Mi"}}
     assert pg.new_podgroup(tf_job(), TF)["spec"]["minMember"] == 4
@@ -76,27 +73,3 @@ def test_s8_pods_only_once_admitted(phase, ok):
     group = {"metadata": {"name": "x"}, "status": {} if phase is None else {"phase": phase}}
     assert pg.admitted(group) is ok
     assert pg.admitted(None) is False
-
-
-@pytest.mark.parametrize("text, value", [
-    ("1", 1), ("500m", Fraction(1, 2)), ("100Mi", 100 * 2**20), ("1Gi", 2**30), ("1e3", 1000), ("1E", 10**18),
-    ("2k", 2000), (".5", Fraction(1, 2)), (3, 3), (0.25, Fraction(1, 4)),
-])
-def test_quantity_parse(text, value):
-    assert parse(text)[0] == value
-
-
-@pytest.mark.parametrize("value, fmt, text", [
-    (4, "DecimalSI", "4"), (Fraction(3, 2), "DecimalSI", "1500m"), (2000, "DecimalSI", "2k"),
-    (400 * 2**20, "BinarySI", "400Mi"), (1536 * 2**20, "BinarySI", "1536Mi"), (2**30, "BinarySI", "1Gi"),
-    (512, "BinarySI", "512"), (Fraction(1, 2), "BinarySI", "500m"), (0, "BinarySI", "0"),
-    (3000, "DecimalExponent", "3e3"), (Fraction(1, 10**10), "DecimalSI", "1n"),
-])
-def test_quantity_format(value, fmt, text):
-    assert format_quantity(Fraction(value), fmt) == text
-
-
-def test_quantities_compare_by_value():
-    assert same_resources({"cpu": "1000m", "memory": "1Gi"}, {"cpu": "1", "memory": "1073741824"})
-    assert not same_resources({"cpu": "1"}, {"cpu": "2"})
-    assert not same_resources({"cpu": "1"}, {"cpu": "1", "memory": "1"})

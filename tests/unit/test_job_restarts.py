@@ -1,6 +1,6 @@
 """Restarts counted by the job, backoffLimit, ExitCode, deadline, no restart after finish.
 
-SEMANTICS S2-S7, S11; SCENARIOS P5-P8 (seed 000), seed 001, C3 (seed 003), D1/D2 (seed 004).
+docs/SEMANTICS.md S2-S7, S11; docs/REFERENCE.md P5-P8 (seed 000), seed 001, C3 (seed 003), D1/D2 (seed 004).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_s2_in_place_restart_is_counted_once_per_restart():
 
 
 def test_s2_restart_after_a_clean_exit_under_always_is_not_a_failure():
-    # SCENARIOS T3: "The PS restarting after a clean exit (Always) is not a failure."
+    # docs/REFERENCE.md T3: "The PS restarting after a clean exit (Always) is not a failure."
     w = running_world(tf_job(backoff=0))
     w.running("tftest-ps-0", restarts=1, last_exit=0)
     w.step()
@@ -51,7 +51,7 @@ def test_s2_restart_after_a_clean_exit_under_always_is_not_a_failure():
 
 
 def test_s2_restarts_survive_pod_recreation():
-    # SCENARIOS P8 FIX: counted by the job, not read back from the (new) pod.
+    # docs/REFERENCE.md P8 FIX: counted by the job, not read back from the (new) pod.
     w = running_world()
     w.running("pytest-worker-0", restarts=2, last_exit=1)
     w.step()
@@ -97,7 +97,7 @@ def test_failed_pod_under_on_failure_is_deleted_and_recreated_with_restarting_co
 
 
 def test_s3_backoff_limit_n_allows_n_restarts_and_the_next_failure_fails_the_job():
-    # SCENARIOS P7 FIX: backoffLimit 3 -> three restarts granted, the fourth failure fails.
+    # docs/REFERENCE.md P7 FIX: backoffLimit 3 -> three restarts granted, the fourth failure fails.
     w = running_world(pytorch_job(backoff=3))
     for n in (1, 2, 3):
         w.running("pytest-master-0", restarts=n, last_exit=1)
@@ -119,7 +119,7 @@ def test_s3_backoff_limit_n_allows_n_restarts_and_the_next_failure_fails_the_job
 
 
 def test_s3_default_backoff_limit_is_zero_when_unset():
-    # SCENARIOS C3 FIX: without backoffLimit, the first failure that needs a restart fails the job.
+    # docs/REFERENCE.md C3 FIX: without backoffLimit, the first failure that needs a restart fails the job.
     w = running_world(pytorch_job(backoff=None))
     w.running("pytest-worker-0", restarts=1, last_exit=1)
     w.step()
@@ -138,7 +138,7 @@ def test_s3_operator_wide_default_backoff_limit():
 
 
 def test_s3_all_workers_failing_fails_the_job_before_the_master_completes():
-    # SCENARIOS P6: three workers fail with backoffLimit 3 -> the fourth failure fails the job.
+    # docs/REFERENCE.md P6: three workers fail with backoffLimit 3 -> the fourth failure fails the job.
     w = running_world(pytorch_job(backoff=3))
     for i in range(3):
         w.running(f"pytest-worker-{i}", restarts=1, last_exit=1)
@@ -220,7 +220,7 @@ def test_s11_running_pod_being_deleted_is_not_counted_as_failed_under_never():
 
 
 def test_s4_deadline_is_enforced_when_it_passes_not_at_the_next_event():
-    # SCENARIOS D2 FIX: activeDeadlineSeconds 15, pods stably Running -> Failed at 15 s.
+    # docs/REFERENCE.md D2 FIX: activeDeadlineSeconds 15, pods stably Running -> Failed at 15 s.
     w = World(pytorch_job(activeDeadlineSeconds=15))
     w.step()
     w.admit()
@@ -254,7 +254,7 @@ def test_s4_no_deadline_before_start_time():
 
 
 def test_s5_pods_of_a_finished_job_are_never_restarted():
-    # SCENARIOS P5 FIX: a worker that keeps failing after the job Succeeded is stopped,
+    # docs/REFERENCE.md P5 FIX: a worker that keeps failing after the job Succeeded is stopped,
     # even with cleanPodPolicy None.
     w = running_world(pytorch_job(backoff=5))
     w.succeeded("pytest-master-0")
@@ -272,7 +272,7 @@ def test_s5_pods_of_a_finished_job_are_never_restarted():
 
 
 def test_s5_a_kept_pod_restarted_after_a_clean_exit_is_not_deleted():
-    # SCENARIOS T1: after success the pods remain, the PS (Always) included.
+    # docs/REFERENCE.md T1: after success the pods remain, the PS (Always) included.
     w = running_world(tf_job())
     w.succeeded("tftest-worker-0")
     w.step()
@@ -296,7 +296,7 @@ def test_s5_several_clean_restarts_after_the_finish_are_still_clean():
 
 
 def test_s5_kept_running_pods_are_marked_never_to_restart_once():
-    # SCENARIOS T1/T4: after success the PS (Always) keeps running to its end but is
+    # docs/REFERENCE.md T1/T4: after success the PS (Always) keeps running to its end but is
     # not restarted again: the job marks kept, unfinished pods once (phalanx.dev/no-restart).
     w = running_world(tf_job())
     w.succeeded("tftest-worker-0")
@@ -349,7 +349,7 @@ def test_s2_a_failure_is_counted_when_it_is_seen_not_when_the_restart_happens():
 
 
 def test_s3_p7_the_failure_past_backoff_limit_fails_the_job_before_it_is_restarted():
-    # SCENARIOS P7 FIX: backoffLimit 3 -> 3 restarts run to their own failure; the 4th failure
+    # docs/REFERENCE.md P7 FIX: backoffLimit 3 -> 3 restarts run to their own failure; the 4th failure
     # fails the job while the container waits in CrashLoopBackOff, so no 4th restart starts.
     w = running_world(pytorch_job(backoff=3))
     exited(w, "pytest-master-0", 1)

@@ -1,4 +1,4 @@
-"""SEMANTICS S11: the original's known bugs, one regression test each, named after it.
+"""docs/SEMANTICS.md S11: the original's known bugs, one regression test each, named after it.
 
 (The fifth, "Running pods being deleted counted as failed under Never", is
 ``test_job_restarts.test_s11_running_pod_being_deleted_is_not_counted_as_failed_under_never``.)

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from phalanx.sim.arrivals import resolve
 from phalanx.sim.report import percentile, summarize, time_weighted, write_outputs
 from phalanx.sim.runner import Simulation
-from phalanx.sim.workload import parse_workload, resolve
+from phalanx.sim.workload import parse_workload
 
 WORKLOAD = {
     "cluster": {"nodes": 3, "cpu": 16, "memory": "64Gi", "gpus": 2,
@@ -47,16 +48,16 @@ def test_percentiles_and_time_weighted_means():
 
 
 def test_downsampling_keeps_the_time_weighted_mean_and_the_peaks():
-    from phalanx.sim.report import _downsample
+    from phalanx.sim.report import downsample
     t = [i * 0.5 for i in range(10_000)]
     v = [float(i % 7) for i in range(10_000)]
     q = [1.0 if i == 4321 else 0.0 for i in range(10_000)]
-    xs, ys = _downsample(t, {"v": v, "q": q}, 5000.0, 100, {"q": "max"})
+    xs, ys = downsample(t, {"v": v, "q": q}, 5000.0, 100, {"q": "max"})
     assert len(xs) == 101 and xs[0] == 0 and xs[-1] == 5000.0
     mean, _ = time_weighted(t, v, 5000.0)
     assert sum(ys["v"][:100]) / 100 == pytest.approx(mean)
     assert max(ys["q"]) == 1.0 and sum(ys["q"][:100]) == 1.0  # a one-sample peak survives, in one bin
-    short_x, short_y = _downsample([0.0, 1.0], {"v": [1.0, 2.0]}, 3.0, 100, {})
+    short_x, short_y = downsample([0.0, 1.0], {"v": [1.0, 2.0]}, 3.0, 100, {})
     assert short_x == [0.0, 1.0, 3.0] and short_y["v"] == [1.0, 2.0, 2.0]
 
 

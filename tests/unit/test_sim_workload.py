@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from phalanx.sim.arrivals import generate, load_workload, resolve
 from phalanx.sim.behaviour import Behaviour, BehaviourError, behaviour_of, container_env, run_of
 from phalanx.sim.script import Outcome, WaitFor, evaluate, wait_for
 from phalanx.sim.units import DurationError, format_duration, parse_duration
-from phalanx.sim.workload import WorkloadError, generate, load_workload, parse_workload, resolve
+from phalanx.sim.workload import WorkloadError, parse_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT / "examples" / "seeds"

@@ -1,4 +1,4 @@
-"""Typed resources, defaulting and validation (DESIGN.md "api/").
+"""Typed resources, defaulting and validation.
 
 Objects travel between components as plain JSON-shaped dicts with Kubernetes
 field names (``apiVersion/kind/metadata/spec/status``). The pydantic models in

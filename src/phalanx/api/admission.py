@@ -5,7 +5,7 @@ decode strictly (unknown field -> 400 "strict decoding error"), check the
 schema (wrong type, bounds -> 422 Invalid), apply defaults, validate names and
 per-kind rules (422), then the training operator's webhook rules (403
 Forbidden "admission webhook ... denied the request"). Unlike the original,
-defaults are applied before the webhook and stored (SEMANTICS.md S1), and
+defaults are applied before the webhook and stored (docs/SEMANTICS.md S1), and
 MPIJobs, which the original validates only in its controller, are refused
 here too, under the webhook name ``validator.mpijob.phalanx.dev``.
 """
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
-from phalanx.api import core, kubeflow, opaque, volcano
+from phalanx.api import core, kubeflow, kubeflow_validation, opaque, volcano
 from phalanx.api.constants import DEFAULT_NAMESPACE
 from phalanx.api.manifest import MAX_DEPTH, ShapeError, normalize_json
 from phalanx.api.meta import NameRule, json_type_name, validate_object_meta
@@ -72,7 +73,7 @@ def _default_job(fw: kubeflow.Framework) -> Callable[[Obj, Obj | None], None]:
 
 
 def _validate_job(fw: kubeflow.Framework) -> Callable[[Obj, Obj | None], list[FieldError]]:
-    return lambda obj, old: kubeflow.validate_job_schema(obj, old, fw)
+    return lambda obj, old: kubeflow_validation.validate_job_schema(obj, old, fw)
 
 
 def _default_namespace(obj: Obj, old: Obj | None) -> None:
@@ -174,7 +175,7 @@ def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str
 
     fw = kubeflow.FRAMEWORKS.get(rt.kind)
     if fw is not None:
-        errs = kubeflow.validate_job_webhook(data, old, fw, warnings)
+        errs = kubeflow_validation.validate_job_webhook(data, old, fw, warnings)
         if errs:
             raise WebhookDenied(fw.webhook, _clip(errs))
     return data
@@ -187,6 +188,7 @@ def _resource_type(obj: Obj) -> ResourceType:
             raise BadRequest(f"Object '{field}' is missing in '{_preview(obj)}'")
         if not isinstance(value, str):
             raise BadRequest(f"Object '{field}' must be a string, got {json_type_name(value)}")
+    kind, api_version = typing.cast(str, kind), typing.cast(str, api_version)  # both checked above
     try:
         rt = by_kind(kind)
     except KeyError:
@@ -231,7 +233,7 @@ _TYPE_NAMES = {
 }
 
 
-def _schema_error(err: dict[str, Any], path: str, annotation: Any) -> FieldError:
+def _schema_error(err: ErrorDetails, path: str, annotation: Any) -> FieldError:
     typ, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if typ == "missing":
         return FieldError(path, "Required")

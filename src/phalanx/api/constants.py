@@ -17,11 +17,11 @@ ANNOTATION_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # Local runtime (embedded mode): the local network writes these on Services.
 ANNOTATION_ADDRESS = "phalanx.dev/address"        # the service's (= its pod's) loopback IP
 ANNOTATION_HOST_PORTS = "phalanx.dev/host-ports"  # JSON {"<port name>": <effective host port>}
-# Set by the job controller on the pods a finished job keeps (S5): the node
+# Set by the job controller on the pods a finished job keeps: the node
 # agent then treats the pod's restartPolicy as Never, so they run to their end.
 ANNOTATION_NO_RESTART = "phalanx.dev/no-restart"
 # Set by the job controller on its pods once the job's backoffLimit leaves no
-# restart (S3): the node agent no longer restarts a container that exited
+# restart: the node agent no longer restarts a container that exited
 # non-zero (a clean exit under Always still restarts), so the pod fails and the
 # failure past the limit fails the job without a restart that was not granted.
 ANNOTATION_NO_RESTART_ON_FAILURE = "phalanx.dev/no-restart-on-failure"
@@ -33,8 +33,6 @@ DEFAULT_QUEUE = "default"
 ROOT_QUEUE = "root"
 DEFAULT_NAMESPACE = "default"
 
-KUBEFLOW_GROUP = "kubeflow.org"
-KUBEFLOW_VERSION = "kubeflow.org/v1"
 VOLCANO_VERSION = "scheduling.volcano.sh/v1beta1"
 
 # A pod the node agent stopped because the node (the control plane) shut down,

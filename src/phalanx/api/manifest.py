@@ -284,7 +284,7 @@ def _plain_copy(value: Any, strip_nulls: bool, max_depth: int, max_nodes: int) -
         if t is _str or t is _bool or v is None:
             return v
         if t is _dict or t is _shared_dict:
-            out = {}
+            out: dict[str, Any] = {}
             d = depth + 1
             for k, item in v.items():
                 if type(k) is not _str:

@@ -1,4 +1,4 @@
-"""scheduling.volcano.sh/v1beta1 PodGroup and Queue (reference/volcano.md A.1, A.2).
+"""scheduling.volcano.sh/v1beta1 PodGroup and Queue (docs/REFERENCE.md A.1, A.2).
 
 Bounds that the Volcano CRDs declare (minMember >= 0, weight 1..65535,
 priority >= 0) are checked in admission with the apiserver's wording, not

@@ -27,10 +27,11 @@ def simulate(
     # Lazy for start-up speed: the simulator and rich load when `phalanx simulate` runs only.
     from rich.console import Console
 
+    from phalanx.sim.arrivals import load_workload
     from phalanx.sim.report import print_summary, summarize, write_outputs
     from phalanx.sim.runner import Simulation
     from phalanx.sim.units import DurationError, format_duration, parse_duration
-    from phalanx.sim.workload import WorkloadError, load_workload
+    from phalanx.sim.workload import WorkloadError  # deferred like the lines above, for start-up speed
 
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)

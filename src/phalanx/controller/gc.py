@@ -81,7 +81,7 @@ class GarbageCollector:
             if type_ == "DELETED":
                 if uid and self._uids.get(uid) == key:
                     del self._uids[uid]
-                for dep in self._dependents.get(uid, ()):  # its dependents may now be orphans
+                for dep in self._dependents.get(uid, ()) if isinstance(uid, str) else ():  # its dependents may now be orphans
                     self.controller.enqueue(dep)
                 return
             if uid:
@@ -102,7 +102,8 @@ class GarbageCollector:
             await inf.start()
         synced = asyncio.ensure_future(asyncio.gather(*(inf.wait_synced() for inf in self.informers.values())))
         stopping = asyncio.ensure_future(self._stopping.wait())
-        await asyncio.wait([synced, stopping], return_when=asyncio.FIRST_COMPLETED)
+        first: list[asyncio.Future[Any]] = [synced, stopping]
+        await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
         synced.cancel()
         stopping.cancel()
         if self._stopping.is_set():

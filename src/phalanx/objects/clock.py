@@ -1,4 +1,4 @@
-"""One clock for every component (DESIGN.md "One clock").
+"""One clock for every component.
 
 Pure cores take ``now`` as an argument; shells read it from a Clock so the same
 code can run in real time or on a virtual clock (simulation, unit tests).
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 
 class Clock:
@@ -37,7 +38,7 @@ class FakeClock(Clock):
         self._mono += seconds
 
 
-_last_second: list = [None, ""]  # [whole second, its text]: most stamps repeat the last one
+_last_second: list[Any] = [None, ""]  # [whole second, its text]: most stamps repeat the last one
 
 
 def format_time(t: datetime) -> str:
@@ -45,15 +46,11 @@ def format_time(t: datetime) -> str:
     second = t.timestamp() // 1
     last = _last_second
     if last[0] == second:
-        return last[1]
+        cached: str = last[1]
+        return cached
     text = t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     last[0], last[1] = second, text
     return text
-
-
-def format_micro_time(t: datetime) -> str:
-    """RFC 3339 with microseconds (Kubernetes MicroTime, used by Events)."""
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(s: str | None) -> datetime | None:

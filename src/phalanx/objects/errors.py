@@ -57,7 +57,7 @@ class ApiError(Exception):
         super().__init__(message)
         self.message = message
 
-    def to_status(self) -> dict:
+    def to_status(self) -> dict[str, Any]:
         return {
             "kind": "Status",
             "apiVersion": "v1",

@@ -4,30 +4,49 @@ The one home of these accessors; every layer reads objects through them. No I/O.
 """
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 Obj = dict[str, Any]
 
 
 def meta(obj: Obj) -> dict[str, Any]:
-    return obj.setdefault("metadata", {})
+    """``obj``'s metadata, created empty when absent (for writers)."""
+    m: dict[str, Any] = obj.setdefault("metadata", {})
+    return m
 
 
-def name_of(obj: Obj) -> str:
-    return obj.get("metadata", {}).get("name", "")
+def metadata_of(obj: object) -> dict[str, Any]:
+    """``obj``'s metadata; ``{}`` when ``obj`` or its metadata is not an object. The readers
+    below never raise on a malformed object (a hand-edited one reaches every controller)."""
+    m = obj.get("metadata") if isinstance(obj, dict) else None
+    return m if isinstance(m, dict) else {}
 
 
-def namespace_of(obj: Obj) -> str | None:
-    return obj.get("metadata", {}).get("namespace")
+def _str_field(obj: object, key: str) -> str | None:
+    v = metadata_of(obj).get(key)
+    return v if isinstance(v, str) else None
 
 
-def labels_of(obj: Obj) -> dict[str, str]:
-    return obj.get("metadata", {}).get("labels") or {}
+def name_of(obj: object) -> str:
+    return _str_field(obj, "name") or ""
 
 
-def annotations_of(obj: Obj) -> dict[str, str]:
-    return obj.get("metadata", {}).get("annotations") or {}
+def namespace_of(obj: object) -> str | None:
+    return _str_field(obj, "namespace")
+
+
+def uid_of(obj: object) -> str:
+    return _str_field(obj, "uid") or ""
+
+
+def labels_of(obj: object) -> dict[str, Any]:
+    v = metadata_of(obj).get("labels")
+    return v if isinstance(v, dict) else {}
+
+
+def annotations_of(obj: object) -> dict[str, Any]:
+    v = metadata_of(obj).get("annotations")
+    return v if isinstance(v, dict) else {}
 
 
 def owner_ref(owner: Obj, controller: bool = True) -> dict[str, Any]:
@@ -41,11 +60,21 @@ def owner_ref(owner: Obj, controller: bool = True) -> dict[str, Any]:
     }
 
 
-def controller_uid(obj: Obj) -> str | None:
-    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref.get("uid")
+def controller_ref(obj: object) -> dict[str, Any] | None:
+    """The first ownerReference marked controller; malformed metadata or references are skipped."""
+    m = obj.get("metadata") if isinstance(obj, dict) else None
+    refs = m.get("ownerReferences") if isinstance(m, dict) else None
+    for ref in refs if isinstance(refs, list) else []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return ref
     return None
+
+
+def controller_uid(obj: object) -> str | None:
+    """The uid of the controller reference (``controller_ref``), when it is a non-empty string."""
+    ref = controller_ref(obj)
+    uid = ref.get("uid") if ref is not None else None
+    return uid if isinstance(uid, str) and uid else None
 
 
 def serves(scheduler_names: frozenset[str], scheduler_name: object) -> bool:
@@ -53,12 +82,8 @@ def serves(scheduler_names: frozenset[str], scheduler_name: object) -> bool:
     return isinstance(scheduler_name, str) and scheduler_name in scheduler_names
 
 
-def is_deleting(obj: Obj) -> bool:
-    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
-
-
-def deepcopy(obj: Obj) -> Obj:
-    return copy.deepcopy(obj)
+def is_deleting(obj: object) -> bool:
+    return bool(metadata_of(obj).get("deletionTimestamp"))
 
 
 def match_labels(selector: dict[str, str], labels: dict[str, str]) -> bool:

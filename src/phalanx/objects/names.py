@@ -121,8 +121,6 @@ def is_valid_label_value(value: str) -> list[str]:
     return errs
 
 
-
-
 def is_dns_label(value: object) -> bool:
     """Whether ``value`` is a string that is a valid RFC 1123 label (a namespace, a container name, ...)."""
     return isinstance(value, str) and not is_dns1123_label(value)
@@ -131,3 +129,9 @@ def is_dns_label(value: object) -> bool:
 def is_dns_subdomain(value: object) -> bool:
     """Whether ``value`` is a string that is a valid RFC 1123 subdomain (most object names)."""
     return isinstance(value, str) and not is_dns1123_subdomain(value)
+
+
+def matches_qualified_name(value: object) -> bool:
+    """Whether ``value`` is a string of the qualified-name form (the name part of a label key,
+    a non-empty label value): alphanumerics, '-', '_' or '.', alphanumeric at both ends. No length rule."""
+    return isinstance(value, str) and _QUALIFIED_NAME_RE.fullmatch(value) is not None

@@ -1,14 +1,18 @@
-"""Kubernetes resource quantities ("1", "500m", "100Mi", "1e3") as floats.
+"""Kubernetes resource quantities ("1", "500m", "100Mi", "1e3"): one grammar, two readings.
 
-The scheduler and the job controller only need arithmetic on base units (cpu
-in cores, memory in bytes), so quantities are parsed once into floats; the
-original strings stay in the stored objects, untouched.
+``parse_quantity`` gives base units as a float (cpu in cores, memory in bytes), which is
+all the scheduler and the node need; the original strings stay in the stored objects.
+``parse_exact`` gives the exact value and its format, for sums printed back the way
+apimachinery prints them (a PodGroup's minResources): ``4 x 100Mi`` is ``"400Mi"``,
+``2 x 500m`` is ``"1"``.
 """
 from __future__ import annotations
 
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 ResourceList = dict[str, float]
@@ -27,6 +31,11 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
             "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
             "P": Decimal("1e15"), "E": Decimal("1e18")}
+
+# The formats apimachinery keeps with a quantity (the format of a sum is its first addend's).
+BINARY = "BinarySI"
+DECIMAL = "DecimalSI"
+EXPONENT = "DecimalExponent"
 
 # Resources whose natural unit is bytes: printed with binary suffixes.
 _BYTE_RESOURCES = ("memory", "ephemeral-storage", "storage")
@@ -55,12 +64,12 @@ def parse_quantity(v: Any) -> float:
     s = v  # no whitespace trimming: Kubernetes refuses " 1"
     if len(s) > _MAX_QUANTITY_LEN:
         raise ValueError(f"quantity is too long ({len(s)} characters, at most {_MAX_QUANTITY_LEN})")
-    m = _QUANTITY_RE.fullmatch(s)
-    if not m:
+    parts = split_quantity(s)
+    if parts is None:
         raise ValueError(QUANTITY_REGEX_MESSAGE)
     try:
-        num = Decimal(m.group("num"))
-        suffix = m.group("suffix") or ""
+        num = Decimal(parts[0])
+        suffix = parts[1]
         if suffix in _BINARY:
             value = num * _BINARY[suffix]
         elif suffix in _DECIMAL:
@@ -78,12 +87,12 @@ def parse_quantity(v: Any) -> float:
     return out
 
 
-def is_quantity(v: Any) -> bool:
-    try:
-        parse_quantity(v)
-    except ValueError:
-        return False
-    return True
+def split_quantity(s: str) -> tuple[str, str] | None:
+    """(number, suffix) of a string in quantity syntax ("" when there is no suffix), or None."""
+    m = _QUANTITY_RE.fullmatch(s)
+    if not m:
+        return None
+    return m.group("num"), m.group("suffix") or ""
 
 
 def format_cpu(cores: float) -> str:
@@ -207,3 +216,109 @@ def _type_name(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "array"
     return type(v).__name__
+
+
+# ------------------------------------------------------------------ exact values
+
+
+class QuantityError(ValueError):
+    """A value that is not a quantity (``parse_exact``)."""
+
+
+def parse_exact(value: object) -> tuple[Fraction, str]:
+    """(exact value, format) of a quantity string or number; surrounding blanks are ignored."""
+    if isinstance(value, bool):
+        raise QuantityError(f"quantities must match the regular expression: {value!r}")
+    if isinstance(value, int):
+        return Fraction(value), DECIMAL
+    if isinstance(value, float):
+        return Fraction(str(value)), DECIMAL
+    if not isinstance(value, str):
+        raise QuantityError(f"quantities must match the regular expression: {value!r}")
+    return _parse_exact_str(value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_exact_str(value: str) -> tuple[Fraction, str]:
+    """``parse_exact`` of a string; cached: every round of every job sums the same few
+    quantities (the result is immutable)."""
+    parts = split_quantity(value.strip())
+    if parts is None:
+        raise QuantityError(f"quantities must match the regular expression: {value!r}")
+    number, suffix = parts
+    num = Fraction(number)
+    if suffix in _BINARY:
+        return num * _BINARY[suffix], BINARY
+    if suffix in _DECIMAL_EXPONENT:
+        return num * Fraction(10) ** _DECIMAL_EXPONENT[suffix], DECIMAL
+    return num * Fraction(10) ** int(suffix[1:]), EXPONENT
+
+
+_DECIMAL_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_SUFFIX = {v: k for k, v in _DECIMAL_EXPONENT.items()}
+
+
+def _format_decimal(v: Fraction, exponent_style: bool) -> str:
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    for e in range(18, -10, -3):
+        q = v / Fraction(10) ** e
+        if q.denominator == 1:
+            if exponent_style:
+                return f"{sign}{q.numerator}" + (f"e{e}" if e else "")
+            return f"{sign}{q.numerator}{_DECIMAL_SUFFIX[e]}"
+    # Finer than a nano: round up to nanos as apimachinery does.
+    n = -(-v.numerator * 10**9 // v.denominator)
+    return f"{sign}{n}" + ("e-9" if exponent_style else "n")
+
+
+@lru_cache(maxsize=4096, typed=True)
+def format_exact(v: Fraction, fmt: str = DECIMAL) -> str:
+    """Canonical text of ``v`` in ``fmt``; cached like ``parse_exact``."""
+    if v == 0:
+        return "0"
+    if fmt == BINARY and v.denominator == 1 and abs(v) >= 1024:
+        for suffix, factor in reversed(_BINARY.items()):
+            q = v / factor
+            if q.denominator == 1:
+                return f"{q.numerator}{suffix}"
+    if fmt == BINARY and v.denominator == 1:
+        return str(v.numerator)
+    return _format_decimal(v, fmt == EXPONENT)
+
+
+ExactResources = dict[str, tuple[Fraction, str]]
+
+
+def add_exact(total: ExactResources, resources: Mapping[str, Any]) -> None:
+    """Add a ResourceList into ``total`` (name -> (value, format)); bad values are skipped."""
+    for res, q in resources.items():
+        try:
+            v, fmt = parse_exact(q)
+        except QuantityError:
+            continue
+        if res in total:
+            old, old_fmt = total[res]
+            total[res] = (old + v, old_fmt)
+        else:
+            total[res] = (v, fmt)
+
+
+def format_exact_resources(total: ExactResources) -> dict[str, str]:
+    return {k: format_exact(v, f) for k, (v, f) in sorted(total.items())}
+
+
+def same_resources(a: object, b: object) -> bool:
+    """Equal as quantities ("1000m" == "1"), not as strings."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return a == b
+    if set(a) != set(b):
+        return False
+    for k in a:
+        try:
+            if parse_exact(a[k])[0] != parse_exact(b[k])[0]:
+                return False
+        except QuantityError:
+            if a[k] != b[k]:
+                return False
+    return True

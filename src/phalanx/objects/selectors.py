@@ -10,11 +10,11 @@ cannot be parsed raises ``BadRequest`` naming the selector and the rule.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from phalanx.objects.errors import BadRequest
+from phalanx.objects.names import is_dns_subdomain, matches_qualified_name
 
 __all__ = [
     "Requirement",
@@ -30,8 +30,6 @@ __all__ = [
     "EVERYTHING",
 ]
 
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _key_problem(key: str) -> str | None:
@@ -40,13 +38,13 @@ def _key_problem(key: str) -> str | None:
     if slash:
         if not prefix:
             return f'key "{key}": prefix part must be non-empty'
-        if len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix):
+        if not is_dns_subdomain(prefix):
             return f'key "{key}": prefix part must be a lowercase RFC 1123 subdomain'
     if not name:
         return f'key "{key}": name part must be non-empty'
     if len(name) > 63:
         return f'key "{key}": name part must be no more than 63 characters'
-    if not _NAME_RE.match(name):
+    if not matches_qualified_name(name):
         return (f'key "{key}": name part must consist of alphanumeric characters, \'-\', \'_\' or \'.\', '
                 "and must start and end with an alphanumeric character")
     return None
@@ -57,7 +55,7 @@ def _value_problem(value: str) -> str | None:
         return None
     if len(value) > 63:
         return f'value "{value}": must be no more than 63 characters'
-    if not _NAME_RE.match(value):
+    if not matches_qualified_name(value):
         return (f'value "{value}": a valid label must be an empty string or consist of alphanumeric '
                 "characters, '-', '_' or '.', and must start and end with an alphanumeric character")
     return None
@@ -299,7 +297,7 @@ def label_selector_from_object(sel: Mapping[str, Any] | None) -> LabelSelector:
         if not isinstance(expr, Mapping):
             raise BadRequest(f"label selector {where}: must be an object")
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if not isinstance(key, str) or (p := _key_problem(key)) is not None:
+        if not isinstance(key, str) or _key_problem(key) is not None:
             raise BadRequest(f"label selector {where}.key: invalid key {key!r}")
         if op not in ops:
             raise BadRequest(f'label selector {where}.operator: Unsupported value: {op!r}: supported values: '

@@ -57,9 +57,6 @@ class Controller(Generic[K]):
     def enqueue(self, key: K) -> None:
         self.queue.add(key)
 
-    def enqueue_after(self, key: K, seconds: float) -> None:
-        self.queue.add_after(key, seconds)
-
     async def run(self) -> None:
         """Run the workers until ``stop()``; a worker finishes its current key first."""
         loop = asyncio.get_running_loop()

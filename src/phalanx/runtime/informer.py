@@ -5,6 +5,7 @@ List, then watch from the list's resourceVersion; relist on Gone; call handlers 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 from typing import Callable
 
@@ -178,11 +179,11 @@ class Informer:
                 self._dispatch("DELETED", old, old)
         for (ns, name), obj in fresh.items():
             bucket = self._cache.get(ns)
-            old = bucket.get(name) if bucket else None
-            if old is not None and resource_version(old) == resource_version(obj):
+            prev = bucket.get(name) if bucket else None
+            if prev is not None and resource_version(prev) == resource_version(obj):
                 continue
-            self._put(ns, name, obj, old)
-            self._dispatch("MODIFIED" if old is not None else "ADDED", obj, old)
+            self._put(ns, name, obj, prev)
+            self._dispatch("MODIFIED" if prev is not None else "ADDED", obj, prev)
 
     def _put(self, ns: str | None, name: str, obj: Obj, old: Obj | None) -> None:
         if old is not None:
@@ -246,7 +247,7 @@ class Informer:
                     out.append(obj)
         return out
 
-    def by_index(self, name: str, value: str) -> list[Obj]:
+    def by_index(self, name: str, value: str) -> builtins.list[Obj]:
         return list(self._indices[name].get(value, {}).values())
 
     def __len__(self) -> int:

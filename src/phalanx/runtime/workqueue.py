@@ -73,7 +73,7 @@ class WorkQueue(Generic[K]):
         returns the delay."""
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        delay = min(self.base_delay * (2 ** min(n, 40)), self.max_delay)
+        delay = min(self.base_delay * (1 << min(n, 40)), self.max_delay)
         self.add_after(key, delay)
         return delay
 
@@ -126,10 +126,6 @@ class WorkQueue(Generic[K]):
             if not f.done():
                 f.set_result(None)
                 return
-
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutdown
 
     def pending_timers(self) -> int:
         return len(self._timers)

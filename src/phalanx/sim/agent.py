@@ -297,7 +297,7 @@ class SimAgent:
         """The instance runs from now on: its end is scheduled."""
         p = self._pods.get(uid)
         rec = p.containers.get(inst.container) if p is not None else None
-        if rec is None or rec.current is not inst:
+        if p is None or rec is None or rec.current is not inst:
             return
         inst.starting = False
         inst.timer = None
@@ -425,8 +425,10 @@ class SimAgent:
         if outcome == "gone":
             p.removed = True
         elif outcome == "moved":
+            assert obj is not None  # "moved" comes with the fresh pod
             p.pod = obj
         elif outcome == "written":
+            assert obj is not None  # "written" comes with the stored pod
             # Keep the pod we had with the written status and resourceVersion, not
             # the write's result: that is a private copy of the whole pod, and in
             # a burst (informers behind) one per pod (~11 KB each) stays held.

@@ -62,10 +62,6 @@ class Behaviour:
         code = self.exit_code if self.exit_code is not None else command.exit_code
         return Outcome(duration, code)
 
-    @property
-    def overrides_command(self) -> bool:
-        return self.duration is not None or self.exit_code is not None or self.fail_after is not None
-
 
 def _parse(values: Mapping[str, str], where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}

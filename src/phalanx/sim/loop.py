@@ -16,6 +16,7 @@ nothing to wake), I/O transports are not supported.
 from __future__ import annotations
 
 import asyncio
+import collections
 import selectors
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta, timezone
@@ -48,7 +49,7 @@ class _VirtualSelector(selectors.BaseSelector):
         raise KeyError(fileobj)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        self._loop._advance(timeout)
+        self._loop.elapse(timeout)
         return []
 
     def get_map(self) -> dict[Any, selectors.SelectorKey]:
@@ -60,6 +61,10 @@ class _VirtualSelector(selectors.BaseSelector):
 
 class VirtualEventLoop(asyncio.BaseEventLoop):
     """An asyncio loop on virtual time (seconds since the start of the simulation)."""
+
+    # BaseEventLoop's queues (set by its __init__; typeshed does not declare them).
+    _ready: collections.deque[asyncio.Handle]
+    _scheduled: list[asyncio.TimerHandle]
 
     def __init__(self, start: float = 0.0, on_idle: Callable[[], None] | None = None) -> None:
         super().__init__()
@@ -76,8 +81,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     def time(self) -> float:
         return self._vtime
 
-    def _advance(self, timeout: float | None) -> None:
-        """What ``select(timeout)`` means in virtual time."""
+    def elapse(self, timeout: float | None) -> None:
+        """What ``select(timeout)`` means in virtual time (called by the loop's selector)."""
         if timeout != 0 and self._quiet:
             # Everything due at this instant has run: wake ``quiescent()`` waiters
             # before the clock moves on (they run at this same instant).
@@ -99,18 +104,13 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             return
         target = self._vtime + timeout
         if self._scheduled:
-            when = self._scheduled[0]._when
+            when = self._scheduled[0].when()
             # Land exactly on the timer (no float drift past or short of it).
             if target >= when - _RESOLUTION:
                 target = max(when, self._vtime)
         if target > self._vtime:
             self._vtime = target
             self.jumps += 1
-
-    def advance_to(self, t: float) -> None:
-        """Move the clock forward (never back) outside of ``run_*`` (tests)."""
-        if t > self._vtime:
-            self._vtime = float(t)
 
     # -- what BaseEventLoop leaves to subclasses -----------------------------
 

@@ -22,7 +22,7 @@ from phalanx.api.registry import JOB_KINDS
 from phalanx.client.interface import Client
 from phalanx.objects.quantity import pod_requests
 from phalanx.runtime.informer import Informer
-from phalanx.sim.workload import replica_specs
+from phalanx.sim.arrivals import replica_specs
 
 Obj = dict[str, Any]
 RESOURCES = ("cpu", "memory", "gpu")
@@ -292,7 +292,7 @@ class Metrics:
         after = type_ != "DELETED" and pg.get("phase") in WAITING_PHASES
         if before == after and (old or {}).get("queue") == pg.get("queue"):
             return
-        if before:
+        if before and old is not None:
             q = old["queue"]
             self._waiting[q] = self._waiting.get(q, 0) - 1
         if after:

@@ -227,7 +227,7 @@ def write_outputs(result: SimResult, summary: Summary, out: Path, *, png: bool =
 # ----------------------------------------------------------------------------- picture
 
 
-def _downsample(t: Sequence[float], series: dict[str, Sequence[float]], end: float, bins: int,
+def downsample(t: Sequence[float], series: dict[str, Sequence[float]], end: float, bins: int,
                 how: dict[str, str]) -> tuple[list[float], dict[str, list[float]]]:
     """At most ``bins`` steps: each bin's time-weighted mean (or max) of the step function."""
     if len(t) <= bins or end <= t[0]:
@@ -267,7 +267,7 @@ def plot(result: SimResult, out: Path, *, png: bool = True, svg: bool = True) ->
     util = {res: [v / c if c > 0 else 0.0 for v in getattr(tl, res)] for res, c in zip(RESOURCES, result.capacity)}
     series: dict[str, Sequence[float]] = {**util, **{f"q:{q}": tl.waiting[q] for q in sorted(tl.waiting)}}
     how = {k: "max" for k in series if k.startswith("q:")}
-    xs, ys = _downsample(tl.t, series, end, PLOT_BINS, how)
+    xs, ys = downsample(tl.t, series, end, PLOT_BINS, how)
     xs = [x / scale for x in xs]
 
     with matplotlib.rc_context({"svg.hashsalt": "phalanx-sim", "svg.fonttype": "path", "path.simplify": True,

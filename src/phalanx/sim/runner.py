@@ -37,11 +37,12 @@ from phalanx.gctune import tune_gc
 from phalanx.node.agent import ensure_node
 from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError
+from phalanx.objects.quantity import parse_quantity
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
+from phalanx.sim.arrivals import LoadedWorkload
 from phalanx.sim.loop import VirtualClock, VirtualEventLoop
 from phalanx.sim.metrics import JobRecord, Metrics, Timeline
-from phalanx.sim.workload import LoadedWorkload
 from phalanx.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -276,7 +277,8 @@ class Simulation:
 
     async def _apply(self, client: LocalClient, obj: Obj, where: str) -> None:
         """Create, or replace the spec of the existing object (kubectl apply, roughly)."""
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        given = obj.get("metadata")
+        meta: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
             await client.create(obj)
             return
@@ -334,7 +336,6 @@ class Simulation:
 
 
 def _capacity(node_specs: list[tuple[str, dict[str, str]]]) -> tuple[float, float, float]:
-    from phalanx.objects.quantity import parse_quantity
     cpu = mem = gpu = 0.0
     for _, cap in node_specs:
         cpu += parse_quantity(cap["cpu"])

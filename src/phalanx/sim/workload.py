@@ -38,26 +38,19 @@ Generation is deterministic: the same file and seed give the same jobs.
 """
 from __future__ import annotations
 
-import copy
-import heapq
 import math
 import random
 import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterator, Literal, Union
+from typing import Any, Literal, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from phalanx.api.registry import JOB_KINDS
+from phalanx.objects.names import is_dns_label
 from phalanx.objects.quantity import parse_quantity
-from phalanx.sim.behaviour import DURATION, EXIT_CODE, FAIL_AFTER, FAILURES, REPLICA, STARTUP
 from phalanx.sim.units import DurationError, parse_duration
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_BEHAVIOUR_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\[(\d+)\])?$")
+BEHAVIOUR_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\[(\d+)\])?$")
 GENERATED_KINDS = ("PyTorchJob", "TFJob")
 MAX_NODES = 100_000
 
@@ -70,7 +63,8 @@ class WorkloadError(ValueError):
         super().__init__(f"{source}: invalid workload:\n" + "\n".join(f"  {p}" for p in problems))
 
 
-def _duration(v: Any) -> float:
+def duration_seconds(v: Any) -> float:
+    """A workload duration ("30s", "5m", a number of seconds) in seconds; ValueError if it is not one."""
     try:
         return parse_duration(v)
     except DurationError as e:
@@ -104,7 +98,7 @@ class Dist(_Model):
     min: Any = None
     max: Any = None
     median: Any = None
-    sigma: float = Field(1.0, ge=0, le=10)
+    sigma: float = Field(default=1.0, ge=0, le=10)
     mean: Any = None
     values: list[Any] | None = None
     weights: list[float] | None = None
@@ -138,6 +132,12 @@ class Dist(_Model):
             raise ValueError(str(e)) from None
 
 
+def _given(v: float | None) -> float:
+    """A parameter ``Dist`` requires for its kind (its validator made sure it is set)."""
+    assert v is not None
+    return v
+
+
 class Sampler:
     """A ``Dist`` with its values parsed (durations or counts), ready to draw."""
 
@@ -156,22 +156,23 @@ class Sampler:
         self.sigma = d.sigma
         self.values = [p(f"values[{i}]", v) for i, v in enumerate(d.values or [])]
         self.weights = list(d.weights) if d.weights else None
-        if self.kind == "uniform" and self.hi < self.lo:
+        if self.kind == "uniform" and _given(self.hi) < _given(self.lo):
             raise ValueError("max: must be >= min")
-        if self.kind == "lognormal" and self.median <= 0:
+        if self.kind == "lognormal" and _given(self.median) <= 0:
             raise ValueError("median: must be > 0")
-        if self.kind == "exponential" and self.mean <= 0:
+        if self.kind == "exponential" and _given(self.mean) <= 0:
             raise ValueError("mean: must be > 0")
 
     def draw(self, rng: random.Random) -> float:
+        x: float
         if self.kind == "fixed":
-            x = self.value
+            x = _given(self.value)
         elif self.kind == "uniform":
-            x = rng.uniform(self.lo, self.hi)
+            x = rng.uniform(_given(self.lo), _given(self.hi))
         elif self.kind == "lognormal":
-            x = rng.lognormvariate(math.log(self.median), self.sigma)
+            x = rng.lognormvariate(math.log(_given(self.median)), self.sigma)
         elif self.kind == "exponential":
-            x = rng.expovariate(1.0 / self.mean)
+            x = rng.expovariate(1.0 / _given(self.mean))
         else:
             x = rng.choices(self.values, weights=self.weights)[0]
         if self.lo is not None and self.kind != "uniform":
@@ -181,7 +182,8 @@ class Sampler:
         return x
 
 
-def _count(v: Any) -> float:
+def replica_count(v: Any) -> float:
+    """A replica count (a positive whole number) as a float, as ``Sampler`` draws it."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
         raise ValueError(f"{v!r}: must be a positive integer")
     return float(int(v))
@@ -191,11 +193,11 @@ def _count(v: Any) -> float:
 
 
 class NodeGroup(_Model):
-    count: int = Field(1, ge=1, le=MAX_NODES)
+    count: int = Field(default=1, ge=1, le=MAX_NODES)
     cpu: Union[str, float] = 8
     memory: Union[str, float] = "32Gi"
-    gpus: int = Field(0, ge=0, le=1024)
-    pods: int = Field(110, ge=1, le=100_000)
+    gpus: int = Field(default=0, ge=0, le=1024)
+    pods: int = Field(default=110, ge=1, le=100_000)
     prefix: str = "node"
 
     @field_validator("cpu", "memory")
@@ -207,7 +209,7 @@ class NodeGroup(_Model):
     @field_validator("prefix")
     @classmethod
     def _prefix(cls, v: str) -> str:
-        if not _DNS_LABEL.match(v) or len(v) > 50:
+        if not is_dns_label(v) or len(v) > 50:
             raise ValueError(f"{v!r}: must be a DNS label of at most 50 characters")
         return v
 
@@ -216,8 +218,8 @@ class Cluster(_Model):
     nodes: Union[int, list[NodeGroup]] = 1
     cpu: Union[str, float] = 8
     memory: Union[str, float] = "32Gi"
-    gpus: int = Field(0, ge=0, le=1024)
-    pods: int = Field(110, ge=1, le=100_000)
+    gpus: int = Field(default=0, ge=0, le=1024)
+    pods: int = Field(default=110, ge=1, le=100_000)
     queues: list[dict[str, Any]] = []
 
     @field_validator("cpu", "memory")
@@ -242,7 +244,7 @@ class Cluster(_Model):
             if q.get("kind", "Queue") != "Queue":
                 raise ValueError(f"[{i}].kind: must be Queue")
             name = (q.get("metadata") or {}).get("name") if isinstance(q.get("metadata"), dict) else None
-            if not isinstance(name, str) or not _DNS_LABEL.match(name):
+            if not isinstance(name, str) or not is_dns_label(name):
                 raise ValueError(f"[{i}].metadata.name: Required value: a DNS label")
         return v
 
@@ -278,7 +280,7 @@ def _fmt(cpu: float) -> str:
 class SimSettings(_Model):
     backoff_base: Any = "10s"
     backoff_cap: Any = "300s"
-    default_backoff_limit: int = Field(0, ge=0, le=1_000_000)
+    default_backoff_limit: int = Field(default=0, ge=0, le=1_000_000)
     startup: Any = "0s"
     scheduler_period: Any = "10m"
     until: Any = None
@@ -290,19 +292,19 @@ class SimSettings(_Model):
     @classmethod
     def _d(cls, v: Any) -> Any:
         if v is not None:
-            _duration(v)
+            duration_seconds(v)
         return v
 
     @field_validator("scheduler_period")
     @classmethod
     def _positive(cls, v: Any) -> Any:
-        if _duration(v) <= 0:
+        if duration_seconds(v) <= 0:
             raise ValueError(f"{v!r}: must be > 0")
         return v
 
     def seconds(self, name: str) -> float | None:
         v = getattr(self, name)
-        return None if v is None else _duration(v)
+        return None if v is None else duration_seconds(v)
 
 
 # ----------------------------------------------------------------------------- jobs
@@ -310,23 +312,23 @@ class SimSettings(_Model):
 
 class BehaviourSpec(_Model):
     duration: Any = None
-    exit_code: int | None = Field(None, ge=0, le=255)
+    exit_code: int | None = Field(default=None, ge=0, le=255)
     fail_after: Any = None
-    failures: int | None = Field(None, ge=0)
+    failures: int | None = Field(default=None, ge=0)
     startup: Any = None
 
     @field_validator("duration")
     @classmethod
     def _dur(cls, v: Any) -> Any:
         if v is not None and str(v).strip() not in ("inf", "infinity"):
-            _duration(v)
+            duration_seconds(v)
         return v
 
     @field_validator("fail_after", "startup")
     @classmethod
     def _d(cls, v: Any) -> Any:
         if v is not None:
-            _duration(v)
+            duration_seconds(v)
         return v
 
     def pairs(self) -> dict[str, str]:
@@ -344,19 +346,19 @@ class JobEntry(_Model):
     file: str | None = None
     namespace: str | None = None
     behaviour: dict[str, BehaviourSpec] = {}
-    count: int = Field(1, ge=1, le=1_000_000)
+    count: int = Field(default=1, ge=1, le=1_000_000)
     every: Any = 0
 
     @field_validator("at", "every")
     @classmethod
     def _d(cls, v: Any) -> Any:
-        _duration(v)
+        duration_seconds(v)
         return v
 
     @field_validator("namespace")
     @classmethod
     def _ns(cls, v: str | None) -> str | None:
-        if v is not None and not _DNS_LABEL.match(v):
+        if v is not None and not is_dns_label(v):
             raise ValueError(f"{v!r}: must be a DNS label")
         return v
 
@@ -364,7 +366,7 @@ class JobEntry(_Model):
     @classmethod
     def _keys(cls, v: dict[str, BehaviourSpec]) -> dict[str, BehaviourSpec]:
         for k in v:
-            if not _BEHAVIOUR_KEY.match(k):
+            if not BEHAVIOUR_KEY.match(k):
                 raise ValueError(f"{k!r}: must be a replica type (Worker) or a replica (Worker[0])")
         return v
 
@@ -381,23 +383,23 @@ class Generator(_Model):
     arrival_rate: float = Field(gt=0, le=1_000_000)
     replicas: Dist = Dist(dist="fixed", value=4)
     duration: Dist = Dist(dist="lognormal", median="30m", sigma=1.0)
-    failure_probability: float = Field(0.0, ge=0, le=1)
+    failure_probability: float = Field(default=0.0, ge=0, le=1)
     kinds: dict[str, float] = {"PyTorchJob": 1.0}
     queues: dict[str, float] = {"default": 1.0}
     cpu: Union[str, float] = 1
     memory: Union[str, float] = "1Gi"
-    gpus: int = Field(0, ge=0, le=1024)
-    namespaces: int = Field(1, ge=1, le=10_000)
-    backoff_limit: int = Field(3, ge=0, le=1000)
+    gpus: int = Field(default=0, ge=0, le=1024)
+    namespaces: int = Field(default=1, ge=1, le=10_000)
+    backoff_limit: int = Field(default=3, ge=0, le=1000)
     clean_pod_policy: Literal["None", "Running", "All"] = "All"
-    ttl_seconds_after_finished: int | None = Field(3600, ge=0)
+    ttl_seconds_after_finished: int | None = Field(default=3600, ge=0)
     name_prefix: str = "job"
-    max_jobs: int = Field(10_000_000, ge=1)
+    max_jobs: int = Field(default=10_000_000, ge=1)
 
     @field_validator("horizon")
     @classmethod
     def _h(cls, v: Any) -> Any:
-        if _duration(v) <= 0:
+        if duration_seconds(v) <= 0:
             raise ValueError("must be > 0")
         return v
 
@@ -420,7 +422,7 @@ class Generator(_Model):
     @classmethod
     def _queues(cls, v: dict[str, float]) -> dict[str, float]:
         for k in v:
-            if not _DNS_LABEL.match(k):
+            if not is_dns_label(k):
                 raise ValueError(f"{k!r}: must be a DNS label")
         _weights(v)
         return v
@@ -428,13 +430,13 @@ class Generator(_Model):
     @field_validator("name_prefix")
     @classmethod
     def _prefix(cls, v: str) -> str:
-        if not _DNS_LABEL.match(v) or len(v) > 30:
+        if not is_dns_label(v) or len(v) > 30:
             raise ValueError(f"{v!r}: must be a DNS label of at most 30 characters")
         return v
 
     @model_validator(mode="after")
     def _samplers(self) -> "Generator":
-        for name, d, parse in (("replicas", self.replicas, _count), ("duration", self.duration, _duration)):
+        for name, d, parse in (("replicas", self.replicas, replica_count), ("duration", self.duration, duration_seconds)):
             try:
                 d.sampler(parse)
             except ValueError as e:
@@ -486,206 +488,3 @@ def parse_workload(data: Any, source: str = "workload") -> Workload:
         return Workload.model_validate(data)
     except ValidationError as e:
         raise WorkloadError(_errors(e), source) from None
-
-
-def load_workload(path: str | Path) -> "LoadedWorkload":
-    """Read, validate and resolve (manifest files, behaviours) a workload file."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise WorkloadError([f"{path}: cannot read: {e.strerror or e}"], str(path)) from None
-    except yaml.YAMLError as e:
-        raise WorkloadError([f"{path}: not YAML: {e}"], str(path)) from None
-    return resolve(parse_workload(data, str(path)), path.parent, str(path))
-
-
-@dataclass(frozen=True)
-class Arrival:
-    """Objects to create at virtual time ``at`` (seconds)."""
-
-    at: float
-    seq: int
-    objects: tuple[dict[str, Any], ...]
-
-    def __lt__(self, other: "Arrival") -> bool:
-        return (self.at, self.seq) < (other.at, other.seq)
-
-
-@dataclass
-class LoadedWorkload:
-    """A validated workload with its explicit arrivals resolved."""
-
-    spec: Workload
-    explicit: list[Arrival]
-    source: str = "workload"
-
-    def arrivals(self, seed: int | None = None) -> Iterator[Arrival]:
-        """Every arrival in time order (explicit ones first at equal times)."""
-        gen = self.spec.generator
-        streams: list[Iterator[Arrival]] = [iter(self.explicit)]
-        if gen is not None:
-            streams.append(generate(gen, seed if seed is not None else gen.seed, start_seq=len(self.explicit)))
-        return heapq.merge(*streams)
-
-    def last_explicit(self) -> float:
-        return max((a.at for a in self.explicit), default=0.0)
-
-    def horizon(self) -> float:
-        gen = self.spec.generator
-        return max(self.last_explicit(), _duration(gen.horizon) if gen is not None else 0.0)
-
-
-def resolve(w: Workload, base: Path, source: str = "workload") -> LoadedWorkload:
-    problems: list[str] = []
-    entries: list[tuple[float, int, list[dict[str, Any]]]] = []
-    for i, entry in enumerate(w.jobs):
-        where = f"jobs[{i}]"
-        if entry.file is not None:
-            p = (base / entry.file) if not Path(entry.file).is_absolute() else Path(entry.file)
-            try:
-                docs = [d for d in yaml.safe_load_all(p.read_text()) if d is not None]
-            except OSError as e:
-                problems.append(f"{where}.file: cannot read {entry.file}: {e.strerror or e}")
-                continue
-            except yaml.YAMLError as e:
-                problems.append(f"{where}.file: {entry.file} is not YAML: {e}")
-                continue
-        else:
-            docs = [copy.deepcopy(entry.manifest)]
-        bad = [j for j, d in enumerate(docs) if not isinstance(d, dict)]
-        if bad:
-            problems.append(f"{where}: document {bad[0]} is not a mapping")
-            continue
-        jobs = [d for d in docs if d.get("kind") in JOB_KINDS]
-        if entry.behaviour and not jobs:
-            problems.append(f"{where}.behaviour: no training job ({', '.join(JOB_KINDS)}) to apply it to")
-        try:
-            for d in jobs:
-                apply_behaviour(d, entry.behaviour, f"{where}.behaviour")
-                if entry.namespace:
-                    d.setdefault("metadata", {})["namespace"] = entry.namespace
-        except ValueError as e:
-            problems.append(str(e))
-            continue
-        at, every = _duration(entry.at), _duration(entry.every)
-        for n in range(entry.count):
-            copies = [copy.deepcopy(d) for d in docs]
-            if entry.count > 1:
-                for d in copies:
-                    if d.get("kind") in JOB_KINDS:
-                        meta = d.setdefault("metadata", {})
-                        meta["name"] = f"{meta.get('name', 'job')}-{n}"
-            entries.append((at + n * every, len(entries), copies))
-    if problems:
-        raise WorkloadError(problems, source)
-    entries.sort(key=lambda e: (e[0], e[1]))
-    return LoadedWorkload(w, [Arrival(at, seq, tuple(objs)) for seq, (at, _, objs) in enumerate(entries)], source)
-
-
-def replica_specs(job: dict[str, Any]) -> dict[str, Any]:
-    """The job's ``<kind>ReplicaSpecs`` mapping (replica type -> spec), or {}."""
-    spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
-    for k, v in spec.items():
-        if k.endswith("ReplicaSpecs") and isinstance(v, dict):
-            return v
-    return {}
-
-
-def apply_behaviour(job: dict[str, Any], behaviour: dict[str, BehaviourSpec], where: str) -> None:
-    """Write behaviour overrides as ``sim.phalanx.dev/*`` template annotations."""
-    specs = replica_specs(job)
-    for key, b in behaviour.items():
-        m = _BEHAVIOUR_KEY.match(key)
-        assert m is not None
-        rtype, index = m.group(1), m.group(2)
-        match = next((t for t in specs if t.lower() == rtype.lower()), None)
-        if match is None:
-            raise ValueError(f"{where}.{key}: no replica type {rtype!r} in the job (has: {', '.join(specs) or 'none'})")
-        rspec = specs[match]
-        if not isinstance(rspec, dict):
-            raise ValueError(f"{where}.{key}: the replica spec is not a mapping")
-        tmpl = rspec.setdefault("template", {})
-        meta = tmpl.setdefault("metadata", {})
-        anns = meta.setdefault("annotations", {})
-        pairs = b.pairs()
-        if index is None:
-            keys = {"duration": DURATION, "exit-code": EXIT_CODE, "fail-after": FAIL_AFTER, "failures": FAILURES,
-                    "startup": STARTUP}
-            for k, v in pairs.items():
-                anns[keys[k]] = v
-        else:
-            anns[REPLICA + index] = " ".join(f"{k}={v}" for k, v in pairs.items())
-
-
-# ----------------------------------------------------------------------------- generation
-
-
-def generate(gen: Generator, seed: int, start_seq: int = 0) -> Iterator[Arrival]:
-    """Poisson arrivals over [0, horizon), each a generated job; deterministic in ``seed``."""
-    rng = random.Random(seed)
-    horizon = _duration(gen.horizon)
-    rate = gen.arrival_rate / 3600.0
-    replicas = gen.replicas.sampler(_count)
-    durations = gen.duration.sampler(_duration)
-    kinds = sorted(gen.kinds)
-    kind_w = [gen.kinds[k] for k in kinds]
-    queues = sorted(gen.queues)
-    queue_w = [gen.queues[q] for q in queues]
-    t = 0.0
-    n = 0
-    while n < gen.max_jobs:
-        t += rng.expovariate(rate)
-        if t >= horizon:
-            return
-        kind = rng.choices(kinds, weights=kind_w)[0]
-        queue = rng.choices(queues, weights=queue_w)[0]
-        size = int(replicas.draw(rng))
-        duration = max(1.0, round(durations.draw(rng), 3))
-        failing = rng.random() < gen.failure_probability
-        fail_index = rng.randrange(size)
-        fail_at = round(max(0.001, rng.uniform(0.05, 0.95) * duration), 3)
-        n += 1
-        name = f"{gen.name_prefix}-{n:07d}"
-        ns = "default" if gen.namespaces == 1 else f"ns-{(n - 1) % gen.namespaces:04d}"
-        job = generated_job(gen, kind, name, ns, queue, size, duration, fail_index if failing else None, fail_at)
-        yield Arrival(round(t, 6), start_seq + n, (job,))
-
-
-def generated_job(gen: Generator, kind: str, name: str, namespace: str, queue: str, size: int, duration: float,
-                  fail_index: int | None, fail_at: float) -> dict[str, Any]:
-    """A PyTorchJob (Master + size-1 Workers) or TFJob (size Workers) whose
-    containers sleep ``duration``; with ``fail_index``, that pod exits 1 after
-    ``fail_at`` on every run."""
-    limits: dict[str, Any] = {"cpu": str(gen.cpu), "memory": str(gen.memory)}
-    if gen.gpus:
-        limits["nvidia.com/gpu"] = str(gen.gpus)
-    container_name = "pytorch" if kind == "PyTorchJob" else "tensorflow"
-
-    def template(annotations: dict[str, str]) -> dict[str, Any]:
-        t: dict[str, Any] = {"spec": {"containers": [{
-            "name": container_name, "image": "busybox:1.37.0-glibc",
-            "command": ["sh", "-c", f"trap exit INT TERM; sleep {duration:g}s & wait"],
-            "resources": {"limits": dict(limits)}}]}}
-        if annotations:
-            t["metadata"] = {"annotations": annotations}
-        return t
-
-    types = [("Master", 1), ("Worker", size - 1)] if kind == "PyTorchJob" else [("Worker", size)]
-    specs: dict[str, Any] = {}
-    first = 0
-    for rtype, count in types:
-        if count <= 0:
-            continue
-        anns = {}
-        if fail_index is not None and first <= fail_index < first + count:
-            anns[REPLICA + str(fail_index - first)] = f"fail-after={fail_at:g}s exit-code=1"
-        specs[rtype] = {"replicas": count, "restartPolicy": "OnFailure", "template": template(anns)}
-        first += count
-    run_policy: dict[str, Any] = {"backoffLimit": gen.backoff_limit, "cleanPodPolicy": gen.clean_pod_policy,
-                                  "schedulingPolicy": {"queue": queue}}
-    if gen.ttl_seconds_after_finished is not None:
-        run_policy["ttlSecondsAfterFinished"] = gen.ttl_seconds_after_finished
-    key = "pytorchReplicaSpecs" if kind == "PyTorchJob" else "tfReplicaSpecs"
-    return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace},
-            "spec": {"runPolicy": run_policy, key: specs}}

@@ -1,4 +1,4 @@
-"""Framework plugins, one per job kind (DESIGN.md "frameworks/").
+"""Framework plugins, one per job kind.
 
 Adding a kind means adding a module with a ``Framework`` subclass and one line
 in ``FRAMEWORKS``; the job reconciler does not change.

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from phalanx.controller.job.conditions import StatusWriter
-from phalanx.controller.job.fields import as_dict, as_int, as_list, as_str, name, namespace, spec
+from phalanx.controller.conditions import StatusWriter
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, namespace, spec
+from phalanx.objects.meta import name_of
 
 # Replica-level restart policies; ExitCode is the operator's, pods get Never.
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
@@ -21,7 +22,7 @@ RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 
 @dataclass(frozen=True)
 class ReplicaState:
-    """One replica type as the reconciler counted it this round (reference §4.1)."""
+    """One replica type as the reconciler counted it this round."""
 
     rtype: str
     replicas: int
@@ -30,6 +31,11 @@ class ReplicaState:
     succeeded: int
     failed: int
     pods: tuple[dict | None, ...] = ()  # the pod in slot i (i < replicas), if any
+
+
+def env_var(name_: str, value: object) -> dict[str, Any]:
+    """A container ``env`` entry: ``{"name": name_, "value": str(value)}``."""
+    return {"name": name_, "value": str(value)}
 
 
 def general_name(job_name: str, rt: str, index: int) -> str:
@@ -112,7 +118,7 @@ class Framework(ABC):
 
     def pod_name(self, job: dict, rtype: str, index: int) -> str:
         """The pod (and Service) name of slot ``index``: ``<job>-<rt>-<index>``."""
-        return general_name(name(job), rtype.lower(), index)
+        return general_name(name_of(job), rtype.lower(), index)
 
     def decorate_pod(self, job: dict, rtype: str, index: int, pod: dict, options) -> None:
         """Last touch on a pod built from the template (volumes, default command...)."""
@@ -135,7 +141,7 @@ class Framework(ABC):
 
     @abstractmethod
     def pod_env(self, job: dict, rtype: str, index: int, addressing: "Addressing") -> list[dict]:
-        """Env vars appended to the containers ``env_targets`` picks (reference §5)."""
+        """Env vars appended to the containers ``env_targets`` picks (docs/REFERENCE.md §5)."""
 
     def env_targets(self, containers: list[dict]) -> list[dict]:
         """Which containers get ``pod_env``: by default every one of them."""
@@ -147,7 +153,7 @@ class Framework(ABC):
 
     @abstractmethod
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """The per-kind ``UpdateJobStatus`` rules (reference §6), in fixed order."""
+        """The per-kind ``UpdateJobStatus`` rules (docs/REFERENCE.md §6), in fixed order."""
 
 
 class Addressing:
@@ -169,7 +175,7 @@ class Addressing:
         cluster_domain: str | None = None,
     ) -> None:
         self.job = job
-        self.job_name = name(job)
+        self.job_name = name_of(job)
         self.namespace = namespace(job)
         self.services = services
         self.framework = framework

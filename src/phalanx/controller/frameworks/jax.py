@@ -1,15 +1,12 @@
-"""JAXJob: env (reference §5.5) and status rules (§6.8)."""
+"""JAXJob: env and status rules (docs/REFERENCE.md §5.5, §6.8)."""
 from __future__ import annotations
 
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import name, namespace
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import namespace
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var
+from phalanx.objects.meta import name_of
 
 WORKER = "Worker"
-
-
-def _env(name_: str, value: object) -> dict:
-    return {"name": name_, "value": str(value)}
 
 
 class JAXFramework(Framework):
@@ -32,11 +29,11 @@ class JAXFramework(Framework):
         effective port), COORDINATOR_ADDRESS (Worker-0's host, no port),
         NUM_PROCESSES, PROCESS_ID (the index)."""
         return [
-            _env("PYTHONUNBUFFERED", "1"),
-            _env("COORDINATOR_PORT", addressing.port(WORKER, 0, self.default_port_name, self.default_port)),
-            _env("COORDINATOR_ADDRESS", addressing.host(WORKER, 0)),
-            _env("NUM_PROCESSES", self.total_replicas(job)),
-            _env("PROCESS_ID", index),
+            env_var("PYTHONUNBUFFERED", "1"),
+            env_var("COORDINATOR_PORT", addressing.port(WORKER, 0, self.default_port_name, self.default_port)),
+            env_var("COORDINATOR_ADDRESS", addressing.host(WORKER, 0)),
+            env_var("NUM_PROCESSES", self.total_replicas(job)),
+            env_var("PROCESS_ID", index),
         ]
 
     def _in_order(self, replicas: list[ReplicaState]) -> list[ReplicaState]:
@@ -44,10 +41,10 @@ class JAXFramework(Framework):
         return sorted(replicas, key=lambda r: (rank.get(r.rtype, len(rank)), r.rtype))
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.8: all workers succeeded -> Succeeded, else any running -> Running;
+        """All workers succeeded -> Succeeded, else any running -> Running;
         a failed replica not yet replaced -> Restarting unless its policy is
         Never, which fails the job."""
-        jname, ns = name(job), namespace(job)
+        jname, ns = name_of(job), namespace(job)
         for r in self._in_order(replicas):
             expected = r.replicas - r.succeeded
             running = r.active

@@ -1,4 +1,4 @@
-"""MPIJob: launcher and worker pods, their ConfigMap and RBAC (reference §5.6), status (§6.5).
+"""MPIJob: launcher and worker pods, their ConfigMap and RBAC, status (docs/REFERENCE.md §5.6, §6.5).
 
 The launcher runs ``mpirun``; Open MPI starts its daemons on the workers through
 the rsh agent ``kubexec.sh`` from the job's ConfigMap ``<job>-config``, which also
@@ -35,20 +35,10 @@ from __future__ import annotations
 import shlex
 
 from phalanx.api.constants import LABEL_REPLICA_TYPE
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, general_name, replicas_of
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import (
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    labels,
-    name,
-    namespace,
-    pod_phase,
-    spec,
-    status,
-)
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, namespace, pod_phase, spec, status
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, general_name, replicas_of
+from phalanx.objects.meta import labels_of, name_of
 
 LAUNCHER = "Launcher"
 WORKER = "Worker"
@@ -72,10 +62,6 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 LOCAL_TRANSPORT_ENV = ("OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include")
 
 
-def _env(name_: str, value: object) -> dict:
-    return {"name": name_, "value": str(value)}
-
-
 def _pod_spec(rspec: dict | None) -> dict:
     return as_dict(as_dict(as_dict(rspec).get("template")).get("spec"))
 
@@ -95,14 +81,14 @@ class MPIFramework(Framework):
 
     def pod_name(self, job: dict, rtype: str, index: int) -> str:
         if rtype == LAUNCHER:
-            return f"{name(job)}-launcher"
-        return general_name(name(job), rtype.lower(), index)
+            return f"{name_of(job)}-launcher"
+        return general_name(name_of(job), rtype.lower(), index)
 
     def launcher_name(self, job: dict) -> str:
-        return f"{name(job)}-launcher"
+        return f"{name_of(job)}-launcher"
 
     def config_name(self, job: dict) -> str:
-        return f"{name(job)}{CONFIG_SUFFIX}"
+        return f"{name_of(job)}{CONFIG_SUFFIX}"
 
     def worker_names(self, job: dict) -> list[str]:
         rspec = self.replica_spec(job, WORKER)
@@ -167,8 +153,8 @@ class MPIFramework(Framework):
         text = "#!/bin/sh"
         if self.is_gpu_launcher(job):
             text += f"\necho {self.launcher_name(job)}:{slots}\n"
-        running = sorted(name(p) for p in pods
-                         if as_str(labels(p).get(LABEL_REPLICA_TYPE)) == WORKER.lower() and pod_phase(p) == "Running")
+        running = sorted(name_of(p) for p in pods
+                         if as_str(labels_of(p).get(LABEL_REPLICA_TYPE)) == WORKER.lower() and pod_phase(p) == "Running")
         for pod_name in running:
             text += f"\necho {pod_name}:{slots}"
         return text
@@ -176,7 +162,7 @@ class MPIFramework(Framework):
     def config_map(self, job: dict, pods: list[dict], options) -> dict:
         return {
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": self.config_name(job), "namespace": namespace(job), "labels": {"app": name(job)}},
+            "metadata": {"name": self.config_name(job), "namespace": namespace(job), "labels": {"app": name_of(job)}},
             "data": {
                 HOSTFILE: self.hostfile(job),
                 KUBEXEC: self.kubexec(job, options),
@@ -201,7 +187,7 @@ class MPIFramework(Framework):
         if options.local_runtime:
             return objs
         ns, launcher = namespace(job), self.launcher_name(job)
-        meta = {"name": launcher, "namespace": ns, "labels": {"app": name(job)}}
+        meta = {"name": launcher, "namespace": ns, "labels": {"app": name_of(job)}}
         sa, create_sa = self.launcher_service_account(job)
         if create_sa:
             objs.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)})
@@ -239,7 +225,7 @@ class MPIFramework(Framework):
             return [container]
         resources = {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}
         container.update({
-            "env": [_env("TARGET_DIR", KUBECTL_MOUNT), _env("NAMESPACE", ns)],
+            "env": [env_var("TARGET_DIR", KUBECTL_MOUNT), env_var("NAMESPACE", ns)],
             "volumeMounts": [{"name": KUBECTL_VOLUME, "mountPath": KUBECTL_MOUNT},
                              {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT}],
             "resources": {"limits": dict(resources), "requests": dict(resources)},
@@ -273,16 +259,16 @@ class MPIFramework(Framework):
         user_env = [e for e in as_list(c.get("env"))]
         given = {as_str(as_dict(e).get("name")) for e in user_env}
         kubexec = self.config_path(KUBEXEC, options)
-        env = [_env("OMPI_MCA_plm_rsh_agent", kubexec),
-               _env("OMPI_MCA_orte_default_hostfile", self.config_path(HOSTFILE, options))]
+        env = [env_var("OMPI_MCA_plm_rsh_agent", kubexec),
+               env_var("OMPI_MCA_orte_default_hostfile", self.config_path(HOSTFILE, options))]
         if not self.is_gpu_launcher(job):
-            env += [_env("NVIDIA_VISIBLE_DEVICES", ""), _env("NVIDIA_DRIVER_CAPABILITIES", "")]
+            env += [env_var("NVIDIA_VISIBLE_DEVICES", ""), env_var("NVIDIA_DRIVER_CAPABILITIES", "")]
         if "I_MPI_HYDRA_BOOTSTRAP" not in given:
-            env.append(_env("I_MPI_HYDRA_BOOTSTRAP", "rsh"))
+            env.append(env_var("I_MPI_HYDRA_BOOTSTRAP", "rsh"))
         if "I_MPI_HYDRA_BOOTSTRAP_EXEC" not in given:
-            env.append(_env("I_MPI_HYDRA_BOOTSTRAP_EXEC", kubexec))
+            env.append(env_var("I_MPI_HYDRA_BOOTSTRAP_EXEC", kubexec))
         if options.local_runtime:
-            env += [_env(n, "lo") for n in LOCAL_TRANSPORT_ENV if n not in given]
+            env += [env_var(n, "lo") for n in LOCAL_TRANSPORT_ENV if n not in given]
         c["env"] = user_env + env
         mounts = as_list(c.get("volumeMounts"))
         if not options.local_runtime:
@@ -297,10 +283,10 @@ class MPIFramework(Framework):
     # ---- status --------------------------------------------------------------------------
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.5 in the fixed order Launcher, Worker: the launcher drives Running and
+        """In the fixed order Launcher, Worker: the launcher drives Running and
         success; a failure restarts unless its policy is Never, which fails the job
         (MPIJobEvicted when failed workers were evicted)."""
-        jname = name(job)
+        jname = name_of(job)
         for r in replicas:
             if r.rtype == LAUNCHER:
                 if r.active > 0:

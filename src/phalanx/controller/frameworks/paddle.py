@@ -1,17 +1,14 @@
-"""PaddleJob: env (reference §5.4) and status rules (§6.7), in the fixed order Master, Worker."""
+"""PaddleJob: env and status rules (docs/REFERENCE.md §5.4, §6.7), in the fixed order Master, Worker."""
 from __future__ import annotations
 
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import name, namespace
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import namespace
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var
+from phalanx.objects.meta import name_of
 
 MASTER = "Master"
 WORKER = "Worker"
 POD_IP_DUMMY = "POD_IP_DUMMY"
-
-
-def _env(name_: str, value: object) -> dict:
-    return {"name": name_, "value": str(value)}
 
 
 class PaddleFramework(Framework):
@@ -40,9 +37,9 @@ class PaddleFramework(Framework):
         so ``$(POD_IP_DUMMY)`` in PADDLE_MASTER expands. PS mode adds
         PADDLE_SERVER_NUM=1 on Masters, PADDLE_TRAINER_NUM=1 on the others."""
         env = [
-            _env("PYTHONUNBUFFERED", "1"),
-            _env("PADDLE_JOB_ID", name(job)),
-            _env("PADDLE_NNODES", self.total_replicas(job)),
+            env_var("PYTHONUNBUFFERED", "1"),
+            env_var("PADDLE_JOB_ID", name_of(job)),
+            env_var("PADDLE_NNODES", self.total_replicas(job)),
         ]
         ps_mode = self.has_master(job)
         rendezvous = MASTER if ps_mode else WORKER
@@ -50,11 +47,11 @@ class PaddleFramework(Framework):
         # Collective mode tests the index only, as the original.
         if index == 0 and (not ps_mode or rtype == MASTER):
             env.append({"name": POD_IP_DUMMY, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
-            env.append(_env("PADDLE_MASTER", f"$({POD_IP_DUMMY}):{port}"))
+            env.append(env_var("PADDLE_MASTER", f"$({POD_IP_DUMMY}):{port}"))
         else:
-            env.append(_env("PADDLE_MASTER", f"{addressing.host(rendezvous, 0)}:{port}"))
+            env.append(env_var("PADDLE_MASTER", f"{addressing.host(rendezvous, 0)}:{port}"))
         if ps_mode:
-            env.append(_env("PADDLE_SERVER_NUM" if rtype == MASTER else "PADDLE_TRAINER_NUM", "1"))
+            env.append(env_var("PADDLE_SERVER_NUM" if rtype == MASTER else "PADDLE_TRAINER_NUM", "1"))
         return env
 
     def _in_order(self, replicas: list[ReplicaState]) -> list[ReplicaState]:
@@ -62,10 +59,10 @@ class PaddleFramework(Framework):
         return sorted(replicas, key=lambda r: (rank.get(r.rtype, len(rank)), r.rtype))
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.7: PyTorch's rules without the elastic shortcut, in the fixed order
+        """PyTorch's rules without the elastic shortcut, in the fixed order
         Master, Worker (the original used map order, so a Master success could
         lose to a Worker failure seen first)."""
-        jname, ns = name(job), namespace(job)
+        jname, ns = name_of(job), namespace(job)
         has_master = any(r.rtype == MASTER for r in replicas)
         for r in self._in_order(replicas):
             expected = r.replicas - r.succeeded

@@ -1,21 +1,14 @@
-"""PyTorchJob: env (reference §5.1), worker init container, status rules (§6.3)."""
+"""PyTorchJob: env, worker init container, status rules (docs/REFERENCE.md §5.1, §6.3)."""
 from __future__ import annotations
 
-import re
-
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import as_int, as_list, as_str, name, namespace, spec
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import as_int, as_list, as_str, namespace, spec
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
+from phalanx.objects.meta import name_of
+from phalanx.objects.names import is_dns_subdomain
 
 MASTER = "Master"
 WORKER = "Worker"
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def _env(name_: str, value: object) -> dict:
-    return {"name": name_, "value": str(value)}
-
 
 class PyTorchFramework(Framework):
     kind = "PyTorchJob"
@@ -43,25 +36,25 @@ class PyTorchFramework(Framework):
     def pod_env(self, job: dict, rtype: str, index: int, addressing: Addressing) -> list[dict]:
         s = spec(job)
         total = self.total_replicas(job)
-        env = [_env("PYTHONUNBUFFERED", "1")]
+        env = [env_var("PYTHONUNBUFFERED", "1")]
         if self.has_master(job):
             port = addressing.port(MASTER, 0, self.default_port_name, self.default_port)
             host = addressing.host(MASTER, 0)
             rank = index + 1 if rtype == WORKER else index
             env += [
-                _env("MASTER_PORT", port), _env("PET_MASTER_PORT", port),
-                _env("MASTER_ADDR", host), _env("PET_MASTER_ADDR", host),
-                _env("WORLD_SIZE", total * self._nproc_int(job)),
-                _env("RANK", rank), _env("PET_NODE_RANK", rank),
+                env_var("MASTER_PORT", port), env_var("PET_MASTER_PORT", port),
+                env_var("MASTER_ADDR", host), env_var("PET_MASTER_ADDR", host),
+                env_var("WORLD_SIZE", total * self._nproc_int(job)),
+                env_var("RANK", rank), env_var("PET_NODE_RANK", rank),
             ]
         nproc = s.get("nprocPerNode")
         if isinstance(nproc, (str, int)) and not isinstance(nproc, bool):
-            env.append(_env("PET_NPROC_PER_NODE", nproc))
+            env.append(env_var("PET_NPROC_PER_NODE", nproc))
         elastic = s.get("elasticPolicy")
         if isinstance(elastic, dict):
             env += self._elastic_env(job, elastic, addressing)
         else:
-            env.append(_env("PET_NNODES", total))
+            env.append(env_var("PET_NNODES", total))
         return env
 
     def _elastic_env(self, job: dict, ep: dict, addressing: Addressing) -> list[dict]:
@@ -69,26 +62,26 @@ class PyTorchFramework(Framework):
         port = as_int(ep.get("rdzvPort"))
         if port is None:
             port = addressing.port(WORKER, 0, self.default_port_name, self.default_port)
-        env = [_env("PET_RDZV_ENDPOINT", f"{host}:{port}"),
-               _env("PET_RDZV_BACKEND", as_str(ep.get("rdzvBackend")) or "c10d")]
+        env = [env_var("PET_RDZV_ENDPOINT", f"{host}:{port}"),
+               env_var("PET_RDZV_BACKEND", as_str(ep.get("rdzvBackend")) or "c10d")]
         lo, hi = as_int(ep.get("minReplicas")), as_int(ep.get("maxReplicas"))
         if lo is None and hi is None:
-            env.append(_env("PET_NNODES", replicas_of(self.replica_spec(job, WORKER) or {})))
+            env.append(env_var("PET_NNODES", replicas_of(self.replica_spec(job, WORKER) or {})))
         else:
             lo = lo if lo is not None else hi
             hi = hi if hi is not None else lo
-            env.append(_env("PET_NNODES", f"{lo}:{hi}"))
+            env.append(env_var("PET_NNODES", f"{lo}:{hi}"))
         if as_int(ep.get("maxRestarts")) is not None:
-            env.append(_env("PET_MAX_RESTARTS", as_int(ep.get("maxRestarts"))))
+            env.append(env_var("PET_MAX_RESTARTS", as_int(ep.get("maxRestarts"))))
         if as_int(ep.get("nProcPerNode")) is not None:
-            env.append(_env("PET_NPROC_PER_NODE", as_int(ep.get("nProcPerNode"))))
+            env.append(env_var("PET_NPROC_PER_NODE", as_int(ep.get("nProcPerNode"))))
         if isinstance(ep.get("rdzvId"), str):
-            env.append(_env("PET_RDZV_ID", ep["rdzvId"]))
+            env.append(env_var("PET_RDZV_ID", ep["rdzvId"]))
         conf = [c for c in as_list(ep.get("rdzvConf")) if isinstance(c, dict)]
         if conf:
-            env.append(_env("PET_RDZV_CONF", ",".join(f"{as_str(c.get('key'))}={as_str(c.get('value'))}" for c in conf)))
+            env.append(env_var("PET_RDZV_CONF", ",".join(f"{as_str(c.get('key'))}={as_str(c.get('value'))}" for c in conf)))
         if ep.get("standalone") is True:
-            env.append(_env("PET_STANDALONE", ""))
+            env.append(env_var("PET_STANDALONE", ""))
         return env
 
     def init_containers(self, job: dict, rtype: str, index: int, options, addressing: Addressing) -> list[dict]:
@@ -99,7 +92,7 @@ class PyTorchFramework(Framework):
         if options.local_runtime and options.init_container_command:
             command = [*options.init_container_command, master]
         else:
-            if not _DNS_LABEL.match(master):  # never splice an odd string into a shell script
+            if not is_dns_subdomain(master):  # never splice an odd string into a shell script
                 return []
             tries = max(1, int(options.init_container_max_tries))
             command = ["sh", "-c",
@@ -115,8 +108,8 @@ class PyTorchFramework(Framework):
         }]
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.3, in the fixed order Master, Worker (the original used map order)."""
-        jname, ns = name(job), namespace(job)
+        """The original's PyTorchJob rules, in the fixed order Master, Worker (the original used map order)."""
+        jname, ns = name_of(job), namespace(job)
         has_master = any(r.rtype == MASTER for r in replicas)
         elastic = isinstance(spec(job).get("elasticPolicy"), dict)
         for r in replicas:

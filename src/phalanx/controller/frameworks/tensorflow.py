@@ -1,11 +1,12 @@
-"""TFJob: TF_CONFIG (reference §5.2) and status rules (§6.4)."""
+"""TFJob: TF_CONFIG and status rules (docs/REFERENCE.md §5.2, §6.4)."""
 from __future__ import annotations
 
 import json
 
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import as_dict, as_int, as_list, name, namespace, spec
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.fields import as_dict, as_int, as_list, namespace, spec
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
+from phalanx.objects.meta import name_of
 
 CHIEF, EVALUATOR, MASTER, PS, WORKER = "Chief", "Evaluator", "Master", "PS", "Worker"
 
@@ -69,7 +70,7 @@ class TensorFlowFramework(Framework):
     def pod_env(self, job: dict, rtype: str, index: int, addressing: Addressing) -> list[dict]:
         if not self.is_distributed(job):
             return []
-        return [{"name": "TF_CONFIG", "value": self.tf_config(job, rtype, index, addressing)}]
+        return [env_var("TF_CONFIG", self.tf_config(job, rtype, index, addressing))]
 
     def env_targets(self, containers: list[dict]) -> list[dict]:
         """Only the first container named ``tensorflow``."""
@@ -79,8 +80,8 @@ class TensorFlowFramework(Framework):
         return []
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.4: Chief/Master decides if present, else worker-0 (or all workers)."""
-        jname, ns = name(job), namespace(job)
+        """Chief/Master decides if present, else worker-0 (or all workers)."""
+        jname, ns = name_of(job), namespace(job)
         by_type = {r.rtype: r for r in replicas}
         worker = by_type.get(WORKER)
         if worker is None:

@@ -1,16 +1,12 @@
-"""XGBoostJob: env (reference §5.3) and status rules (§6.6), in the fixed order Master, Worker."""
+"""XGBoostJob: env and status rules (docs/REFERENCE.md §5.3, §6.6), in the fixed order Master, Worker."""
 from __future__ import annotations
 
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
-from phalanx.controller.job.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
-from phalanx.controller.job.fields import name
+from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
+from phalanx.objects.meta import name_of
 
 MASTER = "Master"
 WORKER = "Worker"
-
-
-def _env(name_: str, value: object) -> dict:
-    return {"name": name_, "value": str(value)}
 
 
 class XGBoostFramework(Framework):
@@ -43,15 +39,15 @@ class XGBoostFramework(Framework):
         if rtype == WORKER:
             rank += replicas_of(self.replica_spec(job, MASTER) or {"replicas": 0})
         env = [
-            _env("MASTER_PORT", addressing.port(MASTER, 0, self.default_port_name, self.default_port)),
-            _env("MASTER_ADDR", addressing.host(MASTER, 0)),
-            _env("WORLD_SIZE", total),
-            _env("RANK", rank),
-            _env("PYTHONUNBUFFERED", "1"),
+            env_var("MASTER_PORT", addressing.port(MASTER, 0, self.default_port_name, self.default_port)),
+            env_var("MASTER_ADDR", addressing.host(MASTER, 0)),
+            env_var("WORLD_SIZE", total),
+            env_var("RANK", rank),
+            env_var("PYTHONUNBUFFERED", "1"),
         ]
         if total > 1:
-            env.append(_env("WORKER_PORT", addressing.port(WORKER, 0, self.default_port_name, self.default_port)))
-            env.append(_env("WORKER_ADDRS", ",".join(addressing.host(WORKER, i) for i in range(total - 1))))
+            env.append(env_var("WORKER_PORT", addressing.port(WORKER, 0, self.default_port_name, self.default_port)))
+            env.append(env_var("WORKER_ADDRS", ",".join(addressing.host(WORKER, i) for i in range(total - 1))))
         return env
 
     def _in_order(self, replicas: list[ReplicaState]) -> list[ReplicaState]:
@@ -59,13 +55,13 @@ class XGBoostFramework(Framework):
         return sorted(replicas, key=lambda r: (rank.get(r.rtype, len(rank)), r.rtype))
 
     def update_status(self, job: dict, replicas: list[ReplicaState], st: StatusWriter) -> None:
-        """§6.6 in the fixed order Master, Worker (the original used map order).
+        """The original's XGBoostJob rules in the fixed order Master, Worker (it used map order).
 
         The Master decides Running and success (early return). Any failed replica
         first sets Running, then Restarting under ExitCode, else Failed, whatever
         the policy (OnFailure and Always included), as the original.
         """
-        jname = name(job)
+        jname = name_of(job)
         running_msg = f"XGBoostJob {jname} is running."
         for r in self._in_order(replicas):
             expected = r.replicas - r.succeeded

@@ -29,13 +29,16 @@ from typing import Any, Coroutine, Iterable, NamedTuple
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from phalanx.api.registry import JOB_KINDS
+from phalanx.client.interface import Client
+from phalanx.controller.conditions import Event
+from phalanx.controller.fields import as_dict, as_int, namespace
 from phalanx.controller.frameworks import Framework, get_framework
 from phalanx.controller.job import podgroup as pg
 from phalanx.controller.job.core import reconcile
-from phalanx.controller.job.fields import as_dict, as_int, as_list, is_deleting, meta, name, namespace, uid
-from phalanx.controller.job.plan import Event, Plan, ReconcileOptions
+from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
+from phalanx.objects.meta import Obj, controller_ref, controller_uid, is_deleting, metadata_of, name_of, uid_of
 from phalanx.runtime.controller import Controller, Result
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.informer import Informer
@@ -51,19 +54,12 @@ def job_key(kind: str, ns: str, name_: str) -> str:
     return f"{kind}/{ns}/{name_}"
 
 
-def controller_ref(obj: dict) -> dict | None:
-    for ref in as_list(meta(obj).get("ownerReferences")):
-        if isinstance(ref, dict) and ref.get("controller"):
-            return ref
-    return None
-
-
 class JobController:
     """Reconciles every job kind in ``kinds`` through one work queue."""
 
     def __init__(
         self,
-        client: Any,
+        client: Client,
         clock: Clock,
         options: ReconcileOptions | None = None,
         kinds: Iterable[str] | None = None,
@@ -86,7 +82,7 @@ class JobController:
         owned = sorted({k for fw in self.frameworks.values() for k in fw.owned_kinds(self.options)})
         self.owned = {k: Informer(client, k) for k in owned}  # Framework.owned_objects (MPI's ConfigMap)
         for inf in (self.pods, self.services, *self.owned.values()):
-            inf.add_index(OWNER_INDEX, _controller_uid)  # a job's objects without scanning the namespace
+            inf.add_index(OWNER_INDEX, owner_index)  # a job's objects without scanning the namespace
         self.controller = Controller("job-controller", self.reconcile, workers=workers)
         self._written_rv: dict[str, int] = {}
         self._stale_skipped: set[str] = set()  # keys skipped as stale: our write's event must enqueue them
@@ -102,16 +98,16 @@ class JobController:
     async def run(self) -> None:
         for kind, inf in self.jobs.items():
             inf.add_handler(self._job_handler(kind))
-        for inf in (self.pods, self.services, self.podgroups, *self.owned.values()):
-            if inf is not None:
-                inf.add_handler(self._owned_handler)
+        for owned in (self.pods, self.services, self.podgroups, *self.owned.values()):
+            if owned is not None:
+                owned.add_handler(self._owned_handler)
         for inf in self._informers():
             await inf.start()
         for inf in self._informers():
             await inf.wait_synced()
         for kind, inf in self.jobs.items():
             for job in inf.list():
-                self.controller.queue.add(job_key(kind, namespace(job), name(job)))
+                self.controller.queue.add(job_key(kind, namespace(job), name_of(job)))
         await self.controller.run()
 
     async def drain(self, timeout: float) -> bool:
@@ -120,19 +116,20 @@ class JobController:
         return await self.controller.wait_idle(timeout)
 
     async def stop(self) -> None:
-        for target in (self.controller, *self._informers()):
-            await target.stop()
+        await self.controller.stop()
+        for inf in self._informers():
+            await inf.stop()
 
     def _job_handler(self, kind: str):
-        def handler(event_type: str, obj: dict, old: dict | None = None) -> None:
-            if isinstance(obj, dict) and name(obj):
-                key = job_key(kind, namespace(obj), name(obj))
+        def handler(event_type: str, obj: Obj, old: Obj | None = None) -> None:
+            if isinstance(obj, dict) and name_of(obj):
+                key = job_key(kind, namespace(obj), name_of(obj))
                 if event_type == "MODIFIED" and isinstance(old, dict) and self._own_write(key, obj, old):
                     return
                 self.controller.queue.add(key)
         return handler
 
-    def _own_write(self, key: str, obj: dict, old: dict) -> bool:
+    def _own_write(self, key: str, obj: Obj, old: Obj) -> bool:
         """``obj`` is what our last status write made of ``old`` (the version it was
         computed from; only the status changed, to ours): the plan it came from already
         acted on everything else (Plan: idempotence), so it needs no round, unless a
@@ -142,11 +139,11 @@ class JobController:
         if written is None or key in self._stale_skipped:
             return False
         base_rv, st = written
-        if meta(old).get("resourceVersion") != base_rv or obj.get("status") != st:
+        if metadata_of(old).get("resourceVersion") != base_rv or obj.get("status") != st:
             return False
         return not _differs({**old, "status": None}, {**obj, "status": None}, _META_IGNORED)
 
-    def _owned_handler(self, event_type: str, obj: dict, old: dict | None = None) -> None:
+    def _owned_handler(self, event_type: str, obj: Obj, old: Obj | None = None) -> None:
         if not isinstance(obj, dict):
             return
         if event_type == "MODIFIED" and isinstance(old, dict) and not _may_change_plan(obj, old):
@@ -161,11 +158,11 @@ class JobController:
         for k in sorted(keys):
             self.controller.queue.add(k)
 
-    def _own_podgroup_delete(self, obj: dict) -> bool:
+    def _own_podgroup_delete(self, obj: Obj) -> bool:
         """A PodGroup we deleted ourselves: only finished or suspended jobs delete theirs,
         and neither looks at it again (a resume is a job change, which enqueues)."""
         ref = controller_ref(obj)
-        mark = (namespace(obj), name(obj), ref.get("uid") if ref else None)
+        mark = (namespace(obj), name_of(obj), ref.get("uid") if ref else None)
         if mark not in self._deleting_podgroups:
             return False
         self._deleting_podgroups.discard(mark)
@@ -200,9 +197,9 @@ class JobController:
             self._stale_skipped.add(key)
             return None
         self._stale_skipped.discard(key)
-        juid = uid(job)
-        pods = sorted(self.pods.by_index(OWNER_INDEX, juid), key=name) if juid else []
-        services = sorted(self.services.by_index(OWNER_INDEX, juid), key=name) if juid else []
+        juid = uid_of(job)
+        pods = sorted(self.pods.by_index(OWNER_INDEX, juid), key=name_of) if juid else []
+        services = sorted(self.services.by_index(OWNER_INDEX, juid), key=name_of) if juid else []
         group = self.podgroups.get(ns, jname) if self.podgroups is not None else None
         if group is not None and not _controlled_by(group, juid):
             group = None
@@ -211,23 +208,23 @@ class JobController:
         plan = reconcile(job, pods, services, group, self.clock.now(), fw, self.options, others)
         return await self.apply(key, kind, job, plan)
 
-    def _stale(self, key: str, job: dict) -> bool:
-        seen = as_int(meta(job).get("resourceVersion"))
+    def _stale(self, key: str, job: Obj) -> bool:
+        seen = as_int(metadata_of(job).get("resourceVersion"))
         written = self._written_rv.get(key)
         return seen is not None and written is not None and seen < written
 
-    async def apply(self, key: str, kind: str, job: dict, plan: Plan) -> Result | None:
+    async def apply(self, key: str, kind: str, job: Obj, plan: Plan) -> Result | None:
         """Apply ``plan`` in order: status; then PodGroup, deletions, services, pods
         (started in that order, waited for together); then its events (likewise)."""
-        c, ns, jname = self.client, namespace(job), name(job)
+        c, ns, jname = self.client, namespace(job), name_of(job)
         rec = self._recorder_for(kind)
         events: list[Event] = []
         retry: float | None = None
         created = False
 
         if plan.status is not None:
-            obj = {**job, "metadata": dict(meta(job)), "status": plan.status}  # the client copies it in
-            self._last_write[key] = (meta(job).get("resourceVersion"), plan.status)
+            obj = {**job, "metadata": dict(metadata_of(job)), "status": plan.status}  # the client copies it in
+            self._last_write[key] = (metadata_of(job).get("resourceVersion"), plan.status)
             try:
                 updated = await c.update_status(obj)
             except Conflict:
@@ -236,14 +233,14 @@ class JobController:
             except NotFound:
                 self._last_write.pop(key, None)
                 return None
-            rv = as_int(meta(as_dict(updated)).get("resourceVersion"))
+            rv = as_int(metadata_of(as_dict(updated)).get("resourceVersion"))
             if rv is not None:
                 self._written_rv[key] = rv
             job = updated if isinstance(updated, dict) else obj
 
         writes: list[Coroutine[Any, Any, _Outcome]] = []
         if plan.podgroup_delete:
-            writes.append(self._delete_podgroup(jname, ns, uid(job)))
+            writes.append(self._delete_podgroup(jname, ns, uid_of(job)))
         if plan.podgroup_create is not None:
             writes.append(self._create_podgroup(plan.podgroup_create))
         if plan.podgroup_update is not None:
@@ -301,33 +298,33 @@ class JobController:
             self._deleting_podgroups.discard(mark)
             return _Outcome((("Warning", "FailedDeletePodGroup", f"Error deleting: {e.message}"),), ERROR_RETRY)
 
-    async def _create(self, obj: dict, kind_: str, what: str) -> _Outcome:
+    async def _create(self, obj: Obj, kind_: str, what: str) -> _Outcome:
         try:
             await self.client.create(obj)
-            return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name(obj)}"),), created=True)
+            return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name_of(obj)}"),), created=True)
         except AlreadyExists:
             return _DONE
         except ApiError as e:
             return _Outcome((("Warning", f"FailedCreate{kind_}", f"Error creating: {e.message}"),), ERROR_RETRY)
 
-    async def _create_podgroup(self, obj: dict) -> _Outcome:
+    async def _create_podgroup(self, obj: Obj) -> _Outcome:
         try:
             await self.client.create(obj)
             return _Outcome(created=True)
         except AlreadyExists:
             return _DONE
         except ApiError as e:
-            log.warning("creating PodGroup %s/%s: %s", namespace(obj), name(obj), e.message)
+            log.warning("creating PodGroup %s/%s: %s", namespace(obj), name_of(obj), e.message)
             return _Outcome(retry=ERROR_RETRY)
 
-    async def _update_podgroup(self, obj: dict) -> _Outcome:
+    async def _update_podgroup(self, obj: Obj) -> _Outcome:
         try:
             await self.client.update(obj)
             return _DONE
         except (Conflict, NotFound):
             return _Outcome(retry=CONFLICT_RETRY)
         except ApiError as e:
-            log.warning("updating PodGroup %s/%s: %s", namespace(obj), name(obj), e.message)
+            log.warning("updating PodGroup %s/%s: %s", namespace(obj), name_of(obj), e.message)
             return _Outcome(retry=ERROR_RETRY)
 
     async def _mark(self, n: str, ns: str, annotation: str) -> _Outcome:
@@ -341,16 +338,16 @@ class JobController:
             return _Outcome(retry=ERROR_RETRY)
 
     @staticmethod
-    async def _record(rec: EventRecorder, job: dict, key: str, etype: str, reason: str, message: str) -> None:
+    async def _record(rec: EventRecorder, job: Obj, key: str, etype: str, reason: str, message: str) -> None:
         try:
             await rec.record(job, etype, reason, message)
         except Exception:  # an event is never worth failing a reconcile
             log.exception("recording event %s on %s", reason, key)
 
-    async def _apply_object(self, obj: dict) -> _Outcome:
+    async def _apply_object(self, obj: Obj) -> _Outcome:
         """Create ``obj``, or replace the existing one's content (keeping its metadata
         but labels); a retry delay when the write failed."""
-        c, kind_, n, ns = self.client, obj.get("kind", ""), name(obj), namespace(obj)
+        c, kind_, n, ns = self.client, obj.get("kind", ""), name_of(obj), namespace(obj)
         try:
             await c.create(obj)
             return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {kind_.lower()}: {n}"),))
@@ -361,7 +358,7 @@ class JobController:
         try:
             have = await c.get(kind_, n, ns)
             merged = {**copy.deepcopy(have), **{k: v for k, v in obj.items() if k != "metadata"}}
-            labels_ = as_dict(meta(obj).get("labels"))
+            labels_ = as_dict(metadata_of(obj).get("labels"))
             if labels_:
                 merged["metadata"].setdefault("labels", {}).update(labels_)
             await c.update(merged)
@@ -478,7 +475,7 @@ _POD_IGNORED = {
 _META_IGNORED = {"metadata": frozenset({"resourceVersion", "managedFields", "generation"})}
 
 
-def _may_change_plan(obj: dict, old: dict) -> bool:
+def _may_change_plan(obj: Obj, old: Obj) -> bool:
     """False when ``obj`` differs from ``old`` only where the core does not look: for
     pods the fields above; for PodGroups its status, but for the side of admission
     (``podgroup.admitted``); for other kinds the resourceVersion and managedFields."""
@@ -501,7 +498,7 @@ def _container_view(statuses: Any) -> Any:
     restartCount, the current termination, whether it waits in CrashLoopBackOff, the
     last state. An entry with none of these (a container being created or running
     for the first time) changes no decision and is left out."""
-    out: list = []
+    out: list[Any] = []
     if not isinstance(statuses, list):
         return out  # read as no statuses (fields.container_statuses)
     for cs in statuses:
@@ -519,7 +516,7 @@ def _container_view(statuses: Any) -> Any:
     return out
 
 
-def _differs(a: dict, b: dict, ignored: dict[str, frozenset[str]]) -> bool:
+def _differs(a: Obj, b: Obj, ignored: dict[str, frozenset[str]]) -> bool:
     """Whether ``a`` and ``b`` differ outside ``ignored`` (top-level key -> its subkeys)."""
     for k in a.keys() | b.keys():
         x, y = a.get(k), b.get(k)
@@ -534,12 +531,13 @@ def _differs(a: dict, b: dict, ignored: dict[str, frozenset[str]]) -> bool:
     return False
 
 
-def _controller_uid(obj: dict) -> list[str]:
-    ref = controller_ref(obj)
-    return [ref["uid"]] if ref is not None and isinstance(ref.get("uid"), str) and ref["uid"] else []
+def owner_index(obj: Obj) -> list[str]:
+    """The OWNER_INDEX values of an object: its controller's uid, if any."""
+    uid = controller_uid(obj)
+    return [uid] if uid else []
 
 
-def _controlled_by(obj: dict, job_uid: str) -> bool:
+def _controlled_by(obj: Obj, job_uid: str) -> bool:
     ref = controller_ref(obj) if isinstance(obj, dict) else None
     return bool(job_uid) and ref is not None and ref.get("uid") == job_uid
 

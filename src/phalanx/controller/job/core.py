@@ -1,19 +1,19 @@
 """The pure job reconciler: (job, pods, services, PodGroup, now) -> Plan.
 
-Order (reference §3.3, with the SEMANTICS fixes):
+Order (the original's ReconcileJobs, docs/REFERENCE.md §3.3, with the decisions of docs/SEMANTICS.md):
 
 1. ``Created`` on first sight.
-2. Finished job: cleanup (cleanPodPolicy on success, everything on failure,
-   S5), PodGroup deleted, TTL.
+2. Finished job: cleanup (cleanPodPolicy on success, everything on failure;
+   kept pods never restart again), PodGroup deleted, TTL.
 3. Suspended: everything deleted, Running -> False, Suspended. Resume.
-4. Restarts counted into the status (S2): in-place restarts, failures as they
+4. Restarts counted into the job's status: in-place restarts, failures as they
    are seen, Failed pods recreated, pods deleted from outside (Restarting);
-   past backoffLimit (S3) or activeDeadlineSeconds (S4): Failed and cleanup.
+   more restarts than backoffLimit, or activeDeadlineSeconds passed: Failed and cleanup.
 5. Normal path: PodGroup created/synced; nothing else until Volcano admits it;
    one headless Service per slot; pods once every Service exists (locally:
    carries its allocated address and ports, needed for env); Failed pods
    restarted (delete, recreate) or failing the job (ExitCode permanent);
-   replica statuses; startTime; the per-kind rules (S7).
+   replica statuses; startTime; the per-kind status rules, in a fixed order.
 6. A job that finished in this very pass is cleaned up in the same plan.
 
 Replica types are always walked in the framework's fixed order.
@@ -22,13 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from phalanx.api.pod import stopped_by_shutdown
-from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
-from phalanx.controller.job import podgroup as pg
-from phalanx.controller.job.conditions import (
+from phalanx.controller.conditions import (
     CREATED,
     FAILED,
     RESTARTING,
@@ -39,20 +37,19 @@ from phalanx.controller.job.conditions import (
     is_finished,
     is_succeeded,
 )
-from phalanx.controller.job.fields import (
-    annotations,
+from phalanx.controller.fields import (
     as_dict,
     as_int,
     as_str,
     container_statuses,
-    is_deleting,
-    name,
     namespace,
     owner_reference,
     pod_phase,
     run_policy,
     status,
 )
+from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, replicas_of
+from phalanx.controller.job import podgroup as pg
 from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.controller.job.pods import build_pod, build_service, replica_selector, slots
 from phalanx.controller.job.restarts import (
@@ -63,26 +60,27 @@ from phalanx.controller.job.restarts import (
     would_restart,
 )
 from phalanx.objects.clock import format_time, parse_time
+from phalanx.objects.meta import Obj, annotations_of, is_deleting, name_of
 
 MANAGED_BY_US = "kubeflow.org/training-operator"
 
 
 @dataclass
 class _Ctx:
-    job: dict
+    job: Obj
     fw: Framework
     options: ReconcileOptions
     now: datetime
-    pods: list[dict]
-    services: list[dict]
-    podgroup: dict | None
+    pods: list[Obj]
+    services: list[Obj]
+    podgroup: Obj | None
     st: StatusWriter
-    others: list[dict] = field(default_factory=list)
+    others: list[Obj] = field(default_factory=list)
     plan: Plan = field(default_factory=Plan)
 
     @property
     def name(self) -> str:
-        return name(self.job)
+        return name_of(self.job)
 
     @property
     def kind(self) -> str:
@@ -90,20 +88,20 @@ class _Ctx:
 
 
 def reconcile(
-    job: dict,
-    pods: list[dict],
-    services: list[dict],
-    podgroup: dict | None,
+    job: Obj,
+    pods: list[Obj],
+    services: list[Obj],
+    podgroup: Obj | None,
     now: datetime,
     framework: Framework,
     options: ReconcileOptions | None = None,
-    others: list[dict] | None = None,
+    others: list[Obj] | None = None,
 ) -> Plan:
     """Decide the next step for ``job``. ``pods``/``services``/``podgroup`` are
     the objects the job controls (the shell filters by controller ownerReference);
     ``others`` the other objects it controls, of ``framework.owned_kinds``."""
     options = options or ReconcileOptions()
-    if not isinstance(job, dict) or not name(job):
+    if not isinstance(job, dict) or not name_of(job):
         return Plan()
     managed_by = as_str(run_policy(job).get("managedBy"))
     if managed_by and managed_by != MANAGED_BY_US:
@@ -112,11 +110,11 @@ def reconcile(
         now = now.replace(tzinfo=timezone.utc)
     ctx = _Ctx(
         job=job, fw=framework, options=options, now=now,
-        pods=sorted((p for p in pods or [] if isinstance(p, dict) and name(p)), key=name),
-        services=sorted((s for s in services or [] if isinstance(s, dict) and name(s)), key=name),
+        pods=sorted((p for p in pods or [] if isinstance(p, dict) and name_of(p)), key=name_of),
+        services=sorted((s for s in services or [] if isinstance(s, dict) and name_of(s)), key=name_of),
         podgroup=podgroup if isinstance(podgroup, dict) and not is_deleting(podgroup) else None,
-        others=[o for o in others or [] if isinstance(o, dict) and name(o)],
-        st=StatusWriter(framework.kind, name(job), namespace(job), status(job), now),
+        others=[o for o in others or [] if isinstance(o, dict) and name_of(o)],
+        st=StatusWriter(framework.kind, name_of(job), namespace(job), status(job), now),
     )
     st = ctx.st
     if st.condition(CREATED) is None:
@@ -138,7 +136,7 @@ def reconcile(
     return ctx.plan
 
 
-def _dedupe(events: list) -> list:
+def _dedupe(events: list[Any]) -> list[Any]:
     out, seen = [], set()
     for e in events:
         if e not in seen:
@@ -157,8 +155,8 @@ def _delete_podgroup(ctx: _Ctx) -> None:
 
 
 def _cleanup_finished(ctx: _Ctx, book: RestartBook) -> None:
-    """S5: on success cleanPodPolicy decides, on failure every pod and service
-    goes; kept pods are never restarted; the PodGroup is deleted; TTL."""
+    """On success cleanPodPolicy decides, on failure every pod and service
+    goes; kept pods are never restarted (docs/SEMANTICS.md S5); the PodGroup is deleted; TTL."""
     plan, st = ctx.plan, ctx.st
     plan.create_pods.clear()
     plan.create_services.clear()
@@ -169,20 +167,20 @@ def _cleanup_finished(ctx: _Ctx, book: RestartBook) -> None:
     delete_all = failed or policy == "All"
     doomed = set(plan.delete_pods)
     for pod in ctx.pods:
-        n = name(pod)
+        n = name_of(pod)
         if is_deleting(pod) or n in doomed:
             continue
         if delete_all or (policy == "Running" and pod_phase(pod) in ("Running", "Pending")) or would_restart(pod, book):
             plan.delete_pods.append(n)
             doomed.add(n)
-        elif pod_phase(pod) not in ("Succeeded", "Failed") and ANNOTATION_NO_RESTART not in annotations(pod):
-            plan.stop_restarting.append(n)  # kept: runs to its end, never restarted (S5)
+        elif pod_phase(pod) not in ("Succeeded", "Failed") and ANNOTATION_NO_RESTART not in annotations_of(pod):
+            plan.stop_restarting.append(n)  # kept: runs to its end, never restarted
     for svc in ctx.services:
-        n = name(svc)
+        n = name_of(svc)
         if (delete_all or n in doomed) and n not in plan.delete_services:
             plan.delete_services.append(n)
     _delete_podgroup(ctx)
-    st.set_completion_time()  # S11: every finished job has one
+    st.set_completion_time()  # every finished job has one
     if is_succeeded(st.status):
         for rs in as_dict(st.status.get("replicaStatuses")).values():
             if isinstance(rs, dict) and (as_int(rs.get("active"), 0) or 0) > 0:
@@ -201,14 +199,14 @@ def _suspend(ctx: _Ctx) -> None:
     plan, st = ctx.plan, ctx.st
     for pod in ctx.pods:
         if not is_deleting(pod):
-            plan.delete_pods.append(name(pod))
-    plan.delete_services.extend(name(s) for s in ctx.services)
+            plan.delete_pods.append(name_of(pod))
+    plan.delete_services.extend(name_of(s) for s in ctx.services)
     _delete_podgroup(ctx)
     for rs in as_dict(st.status.get("replicaStatuses")).values():
         if isinstance(rs, dict):
             rs.pop("active", None)
     book = RestartBook(st.status)
-    book.forget_all()  # deleted on purpose: none of them is a restart (S2)
+    book.forget_all()  # deleted on purpose: none of them is a restart
     book.write(st.status)
     msg = f"{ctx.kind} {ctx.name} is suspended."
     if st.has(RUNNING):
@@ -250,7 +248,7 @@ def _run(ctx: _Ctx) -> None:
         n = replicas_of(rspec)
         layout.append((rtype, rspec, n, slots(ctx.pods, rtype, n), slots(ctx.services, rtype, n)))
 
-    # S2: count restarts before anything else decides.
+    # Restarts are counted (into the status) before anything else decides.
     book = RestartBook(st.status)
     for rtype, rspec, n, pslots, _ in layout:
         policy = fw.restart_policy(rspec)
@@ -267,14 +265,13 @@ def _run(ctx: _Ctx) -> None:
                 book.deleted_by_job(pod)  # recreated below, no restart
             elif _needs_recreate(fw, policy, pod):
                 book.count_failure(pod, rtype)
-    book.vanished({name(p) for p in ctx.pods}, _rtype_of(fw, job, [t for t, *_ in layout]))
+    book.vanished({name_of(p) for p in ctx.pods}, _rtype_of(fw, job, [t for t, *_ in layout]))
     book.write(st.status)
 
     rp = run_policy(job)
-    limit = as_int(rp.get("backoffLimit"))
-    defaulted = limit is None or limit < 0
-    if defaulted:
-        limit = options.default_backoff_limit
+    given_limit = as_int(rp.get("backoffLimit"))
+    defaulted = given_limit is None or given_limit < 0
+    limit = options.default_backoff_limit if given_limit is None or given_limit < 0 else given_limit
     if book.total > limit:
         given = f"backoffLimit {limit}" + (" (default)" if defaulted else "")
         cause = _failure_cause(layout, book)
@@ -288,17 +285,17 @@ def _run(ctx: _Ctx) -> None:
               f"Job {ctx.name} has failed because it was active longer than specified deadline", book)
         return
 
-    # No restart left (S3): the node agent must not restart a failure in place
-    # (its failure then fails the job, P7/C3); pods are marked, new ones born so.
+    # No restart left (backoffLimit N grants N restarts): the node agent must not restart
+    # a failure in place, the failure then fails the job; pods are marked, new ones born so.
     # A pod waiting for a restart that was granted is marked once it restarted.
     exhausted = book.total >= limit
     if exhausted:
         for pod in ctx.pods:
-            if restarts_in_place(pod) and annotations(pod).get(ANNOTATION_NO_RESTART_ON_FAILURE) != "true" \
+            if restarts_in_place(pod) and annotations_of(pod).get(ANNOTATION_NO_RESTART_ON_FAILURE) != "true" \
                     and not book.restart_pending(pod):
-                plan.stop_failure_restarts.append(name(pod))
+                plan.stop_failure_restarts.append(name_of(pod))
 
-    for rtype in book.deleted_types:  # a pod deleted from outside is recreated: a restart (S2, P8)
+    for rtype in book.deleted_types:  # a pod deleted from outside is recreated: a restart
         st.set(RESTARTING, st.reason("Restarting"),
                f"job {ctx.name} is restarting because {rtype} replica(s) were deleted.", event="Warning")
 
@@ -311,7 +308,7 @@ def _run(ctx: _Ctx) -> None:
             return
 
     _sync_owned_objects(ctx)
-    by_name = {name(s): s for s in ctx.services}
+    by_name = {name_of(s): s for s in ctx.services}
     addressing = Addressing(job, by_name, fw, options.local_runtime, options.resolvable_names, options.cluster_domain)
     services_ready = not fw.creates_services or all(
         addressing.ready(rtype, i) for rtype, _, n, _, _ in layout for i in range(n))
@@ -320,10 +317,10 @@ def _run(ctx: _Ctx) -> None:
     for rtype, rspec, n, pslots, sslots in layout:
         policy = fw.restart_policy(rspec)
         active = succeeded = failed = 0
-        slot_pods: list[dict | None] = []
+        slot_pods: list[Obj | None] = []
         for index, slot in enumerate(pslots):
             if index >= n:  # out of range: scaled down
-                plan.delete_pods.extend(name(p) for p in slot if not is_deleting(p))
+                plan.delete_pods.extend(name_of(p) for p in slot if not is_deleting(p))
                 continue
             if not slot:
                 slot_pods.append(None)
@@ -347,23 +344,23 @@ def _run(ctx: _Ctx) -> None:
                 succeeded += 1
             elif phase == "Failed" and _stopped_by_shutdown(pod):
                 if not is_deleting(pod):
-                    plan.delete_pods.append(name(pod))
+                    plan.delete_pods.append(name_of(pod))
                     st.event("Normal", "PodStoppedByShutdown",
-                             f"Pod {name(pod)} was stopped when the control plane shut down; it is recreated "
+                             f"Pod {name_of(pod)} was stopped when the control plane shut down; it is recreated "
                              "(not counted as a restart)")
             elif phase == "Failed":
                 failed += 1
                 _handle_failed_pod(ctx, rtype, policy, pod)
         for index, slot in enumerate(sslots):
             if index >= n or not fw.creates_services:
-                plan.delete_services.extend(name(s) for s in slot)
+                plan.delete_services.extend(name_of(s) for s in slot)
             elif not slot:
                 plan.create_services.append(build_service(fw, job, rtype, index, rspec))
         states.append(ReplicaState(rtype, n, policy, active, succeeded, failed, tuple(slot_pods)))
 
     replica_statuses = {}
     for r in states:
-        rs: dict = {}
+        rs: Obj = {}
         if r.active:
             rs["active"] = r.active
         if r.succeeded:
@@ -385,7 +382,7 @@ def _run(ctx: _Ctx) -> None:
     plan.requeue_at_most(_deadline_left(ctx))
 
 
-def _rtype_of(fw: Framework, job: dict, rtypes: list[str]) -> Callable[[str], str | None]:
+def _rtype_of(fw: Framework, job: Obj, rtypes: list[str]) -> Callable[[str], str | None]:
     """Pod name -> its replica type (``fw.pod_name``: ``<job>-<rt>-<index>``, or
     one name for every index, as MPI's launcher), None if none matches."""
     exact: dict[str, str] = {}
@@ -410,19 +407,19 @@ def _rtype_of(fw: Framework, job: dict, rtypes: list[str]) -> Callable[[str], st
 def _sync_owned_objects(ctx: _Ctx) -> None:
     """``Framework.owned_objects``: create what is missing, replace what differs
     (compared on the fields the framework gives, labels as a subset)."""
-    existing = {(as_str(o.get("kind")), name(o)): o for o in ctx.others}
+    existing = {(as_str(o.get("kind")), name_of(o)): o for o in ctx.others}
     for want in ctx.fw.owned_objects(ctx.job, ctx.pods, ctx.options):
         want = dict(want)
         meta_ = dict(as_dict(want.get("metadata")))
         meta_.setdefault("namespace", namespace(ctx.job))
         meta_["ownerReferences"] = [owner_reference(ctx.job)]
         want["metadata"] = meta_
-        have = existing.get((as_str(want.get("kind")), name(want)))
+        have = existing.get((as_str(want.get("kind")), name_of(want)))
         if have is None or not _same_content(want, have):
             ctx.plan.apply_objects.append(want)
 
 
-def _same_content(want: dict, have: dict) -> bool:
+def _same_content(want: Obj, have: Obj) -> bool:
     for key, value in want.items():
         if key in ("apiVersion", "kind", "metadata"):
             continue
@@ -432,7 +429,7 @@ def _same_content(want: dict, have: dict) -> bool:
     return all(have_labels.get(k) == v for k, v in as_dict(as_dict(want.get("metadata")).get("labels")).items())
 
 
-def _failure_cause(layout: list, book: RestartBook) -> str:
+def _failure_cause(layout: list[Any], book: RestartBook) -> str:
     """``: <the failure that was one too many>`` for the Failed message: the
     first failed container (replica, pod, container, exit code, reason), a
     pod-level failure (Evicted, ...), or the replica types deleted from outside."""
@@ -448,25 +445,25 @@ def _failure_cause(layout: list, book: RestartBook) -> str:
                     if term and code != 0:
                         why = as_str(term.get("reason")) or "Error"
                         msg = as_str(term.get("message"))
-                        return (f": {rtype} pod {name(pod)}, container {as_str(cs.get('name'))}, exited with code "
+                        return (f": {rtype} pod {name_of(pod)}, container {as_str(cs.get('name'))}, exited with code "
                                 f"{code} ({why}{': ' + msg if msg else ''})")
                 if pod_phase(pod) == "Failed":
                     why = as_str(status(pod).get("reason")) or "Failed"
                     msg = as_str(status(pod).get("message"))
-                    return f": {rtype} pod {name(pod)} failed ({why}{': ' + msg if msg else ''})"
+                    return f": {rtype} pod {name_of(pod)} failed ({why}{': ' + msg if msg else ''})"
     if book.deleted_types:
         return f": {', '.join(book.deleted_types)} replica(s) deleted"
     return ""
 
 
-def _stopped_by_shutdown(pod: dict) -> bool:
+def _stopped_by_shutdown(pod: Obj) -> bool:
     """A Failed pod the node stopped because it shut down (not a failure of the
     pod's own): deleted and recreated, whatever the restart policy, uncounted."""
     return pod_phase(pod) == "Failed" and stopped_by_shutdown(pod)
 
 
-def _needs_recreate(fw: Framework, policy: str, pod: dict) -> bool:
-    """A Failed pod the operator deletes and recreates (reference §4.1, S6)."""
+def _needs_recreate(fw: Framework, policy: str, pod: Obj) -> bool:
+    """A Failed pod the operator deletes and recreates: OnFailure/Always, or ExitCode with a retryable code."""
     if pod_phase(pod) != "Failed":
         return False
     if policy in ("OnFailure", "Always"):
@@ -474,21 +471,21 @@ def _needs_recreate(fw: Framework, policy: str, pod: dict) -> bool:
     return policy == "ExitCode" and is_retryable_exit_code(exit_code(pod, fw.default_container_name))
 
 
-def _handle_failed_pod(ctx: _Ctx, rtype: str, policy: str, pod: dict) -> None:
+def _handle_failed_pod(ctx: _Ctx, rtype: str, policy: str, pod: Obj) -> None:
     st = ctx.st
     if _needs_recreate(ctx.fw, policy, pod):
         if not is_deleting(pod):
-            ctx.plan.delete_pods.append(name(pod))
+            ctx.plan.delete_pods.append(name_of(pod))
         msg = f"job {ctx.name} is restarting because {rtype} replica(s) failed."
         st.set(RESTARTING, st.reason("Restarting"), msg, event="Warning")
     elif policy == "ExitCode":
         msg = f'job "{ctx.name}" is failing because "{rtype}" replica(s) failed.'
-        st.set_completion_time()  # S11: the original forgets it here
+        st.set_completion_time()  # the original forgets it here; TTL needs it
         st.set(FAILED, st.reason("Failed"), msg, event="Warning")
 
 
 def _deadline_left(ctx: _Ctx) -> float | None:
-    """Seconds until activeDeadlineSeconds passes, counted from startTime (S4)."""
+    """Seconds until activeDeadlineSeconds passes, counted from startTime."""
     ads = as_int(run_policy(ctx.job).get("activeDeadlineSeconds"))
     start = _parse(ctx.st.status.get("startTime"))
     if ads is None or start is None:

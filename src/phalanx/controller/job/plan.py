@@ -6,9 +6,9 @@ computed on the state its own application produced is empty (idempotence).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-# (event type "Normal"/"Warning", reason, message), recorded on the job.
-Event = tuple[str, str, str]
+from phalanx.controller.conditions import Event
 
 
 @dataclass(frozen=True)
@@ -44,24 +44,24 @@ class Plan:
     """Writes to make, in the order the shell applies them: status, PodGroup,
     deletions, services, pods, events; then ``requeue_after`` seconds."""
 
-    create_services: list[dict] = field(default_factory=list)
-    create_pods: list[dict] = field(default_factory=list)
+    create_services: list[dict[str, Any]] = field(default_factory=list)
+    create_pods: list[dict[str, Any]] = field(default_factory=list)
     delete_pods: list[str] = field(default_factory=list)
     delete_services: list[str] = field(default_factory=list)
-    podgroup_create: dict | None = None
-    podgroup_update: dict | None = None  # only when the spec really differs (S11: no churn)
+    podgroup_create: dict[str, Any] | None = None
+    podgroup_update: dict[str, Any] | None = None  # only when the spec really differs (no churn)
     podgroup_delete: bool = False
-    status: dict | None = None  # the new job status, only when it differs
+    status: dict[str, Any] | None = None  # the new job status, only when it differs
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     delete_job: bool = False  # ttlSecondsAfterFinished expired
-    # Pods a finished job keeps, to mark "never restart again" (S5).
+    # Pods a finished job keeps, to mark "never restart again".
     stop_restarting: list[str] = field(default_factory=list)
-    # Live pods to mark "no restart after a failure": backoffLimit leaves no restart (S3).
+    # Live pods to mark "no restart after a failure": backoffLimit leaves no restart.
     stop_failure_restarts: list[str] = field(default_factory=list)
     # Other owned objects (Framework.owned_objects) to create, or replace when different;
     # applied after the status and PodGroup, before services and pods.
-    apply_objects: list[dict] = field(default_factory=list)
+    apply_objects: list[dict[str, Any]] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         """No write and no event (a pending ``requeue_after`` alone is not work)."""

@@ -1,4 +1,4 @@
-"""Pods and headless Services of a job: names, labels, slots (reference §4.1-§4.5, S10)."""
+"""Pods and headless Services of a job: names, labels, slots, as the original builds them."""
 from __future__ import annotations
 
 import copy
@@ -12,35 +12,37 @@ from phalanx.api.constants import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
+from phalanx.controller.conditions import Event
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, namespace, owner_reference
 from phalanx.controller.frameworks.base import Addressing, Framework, general_name
-from phalanx.controller.job.fields import as_dict, as_int, as_list, as_str, labels, name, namespace, owner_reference
-from phalanx.controller.job.plan import Event, ReconcileOptions
+from phalanx.controller.job.plan import ReconcileOptions
+from phalanx.objects.meta import Obj, labels_of, name_of
 
 
-def job_labels(fw: Framework, job: dict) -> dict[str, str]:
+def job_labels(fw: Framework, job: Obj) -> dict[str, str]:
     """``GenLabels``: operator-name and job-name."""
-    return {LABEL_OPERATOR_NAME: fw.controller_name, LABEL_JOB_NAME: name(job).replace("/", "-")}
+    return {LABEL_OPERATOR_NAME: fw.controller_name, LABEL_JOB_NAME: name_of(job).replace("/", "-")}
 
 
-def replica_labels(fw: Framework, job: dict, rtype: str, index: int) -> dict[str, str]:
+def replica_labels(fw: Framework, job: Obj, rtype: str, index: int) -> dict[str, str]:
     return {**job_labels(fw, job), LABEL_REPLICA_TYPE: rtype.lower(), LABEL_REPLICA_INDEX: str(index)}
 
 
-def replica_selector(fw: Framework, job: dict, rtype: str) -> str:
+def replica_selector(fw: Framework, job: Obj, rtype: str) -> str:
     """``FormatLabelSelector`` of {job-name, operator-name, replica-type}: keys sorted."""
     sel = {**job_labels(fw, job), LABEL_REPLICA_TYPE: rtype.lower()}
     return ",".join(f"{k}={v}" for k, v in sorted(sel.items()))
 
 
-def slots(objs: list[dict], rtype: str, replicas: int) -> list[list[dict]]:
+def slots(objs: list[Obj], rtype: str, replicas: int) -> list[list[Obj]]:
     """``GetPodSlices``: objects of ``rtype`` by their replica-index label, in a
     list of length max(max index + 1, replicas). Starting from -1 (not 0) fixes
-    the replicas=0 create/delete loop (#1709, S11). Objects with a missing or
+    the original's replicas=0 create/delete loop (kubeflow #1709). Objects with a missing or
     garbage index are skipped."""
     rt = rtype.lower()
-    mine: list[tuple[int, dict]] = []
+    mine: list[tuple[int, Obj]] = []
     for o in objs:
-        lab = labels(o)
+        lab = labels_of(o)
         if as_str(lab.get(LABEL_REPLICA_TYPE)).lower() != rt:
             continue
         raw = lab.get(LABEL_REPLICA_INDEX)
@@ -49,38 +51,38 @@ def slots(objs: list[dict], rtype: str, replicas: int) -> list[list[dict]]:
             continue
         mine.append((idx, o))
     size = max([replicas] + [i + 1 for i, _ in mine])
-    out: list[list[dict]] = [[] for _ in range(size)]
-    for i, o in sorted(mine, key=lambda t: (t[0], name(t[1]))):
+    out: list[list[Obj]] = [[] for _ in range(size)]
+    for i, o in sorted(mine, key=lambda t: (t[0], name_of(t[1]))):
         out[i].append(o)
     return out
 
 
-def pod_restart_policy(fw: Framework, rspec: dict) -> str:
+def pod_restart_policy(fw: Framework, rspec: Obj) -> str:
     """``SetRestartPolicy``: ExitCode is handled by the operator, the pod gets Never."""
     p = fw.restart_policy(rspec)
     return "Never" if p == "ExitCode" else p
 
 
-def build_service(fw: Framework, job: dict, rtype: str, index: int, rspec: dict) -> dict:
+def build_service(fw: Framework, job: Obj, rtype: str, index: int, rspec: Obj) -> Obj:
     """One headless Service per pod slot, ports = every containerPort of the default container."""
     sel = replica_labels(fw, job, rtype, index)
     ports = []
     for p in as_list((fw.default_container(rspec) or {}).get("ports")):
         if not isinstance(p, dict) or as_int(p.get("containerPort")) is None:
             continue
-        entry: dict = {}
+        entry: Obj = {}
         if as_str(p.get("name")):
             entry["name"] = p["name"]
         entry["port"] = as_int(p.get("containerPort"))
         ports.append(entry)
-    svc_spec: dict = {"clusterIP": "None", "selector": dict(sel)}
+    svc_spec: Obj = {"clusterIP": "None", "selector": dict(sel)}
     if ports:
         svc_spec["ports"] = ports
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": general_name(name(job), rtype.lower(), index),
+            "name": general_name(name_of(job), rtype.lower(), index),
             "namespace": namespace(job),
             "labels": dict(sel),
             "ownerReferences": [owner_reference(job)],
@@ -90,9 +92,9 @@ def build_service(fw: Framework, job: dict, rtype: str, index: int, rspec: dict)
 
 
 def build_pod(
-    fw: Framework, job: dict, rtype: str, index: int, rspec: dict,
+    fw: Framework, job: Obj, rtype: str, index: int, rspec: Obj,
     addressing: Addressing, options: ReconcileOptions,
-) -> tuple[dict, list[Event]]:
+) -> tuple[Obj, list[Event]]:
     """``createNewPod``: the template, decorated (labels, env, init containers,
     restart policy, gang scheduling), owned by the job."""
     events: list[Event] = []
@@ -127,10 +129,10 @@ def build_pod(
                            "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten"))
         if not scheduler:
             pod_spec["schedulerName"] = options.gang_scheduler
-        pod_ann[ANNOTATION_GROUP_NAME] = name(job)
+        pod_ann[ANNOTATION_GROUP_NAME] = name_of(job)
         pod_ann[ANNOTATION_TASK_SPEC] = rtype.lower()
 
-    metadata: dict = {
+    metadata: Obj = {
         "name": fw.pod_name(job, rtype, index),
         "namespace": namespace(job),
         "labels": pod_labels,

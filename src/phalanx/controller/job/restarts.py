@@ -1,4 +1,4 @@
-"""Restarts counted by the job (SEMANTICS S2/S3/S6), kept in its status.
+"""Restarts counted by the job, kept in its status; backoffLimit N grants N restarts.
 
 The original reads ``restartCount`` back from pods that are Running, so
 restarts of a recreated pod are lost and ExitCode retries are unlimited. Here
@@ -15,9 +15,9 @@ every failure that leads to a restart is counted once, in the job's status:
 
 A failure is counted when it is seen — an exited container waiting for its
 in-place restart included — so the failure past ``backoffLimit`` fails the job
-before the node agent restarts it (P7: a restart that was granted runs, no
+before the node agent restarts it (a restart that was granted runs, no
 other starts). A pod that disappears (or is being deleted) without the job
-controller having deleted it was deleted from outside: one restart (P8). A
+controller having deleted it was deleted from outside: one restart. A
 restart after a clean exit (``Always``) is not a failure and is not counted.
 """
 from __future__ import annotations
@@ -26,30 +26,19 @@ import copy
 from typing import Callable
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART
-from phalanx.controller.job.fields import (
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    container_statuses,
-    is_deleting,
-    meta,
-    name,
-    pod_phase,
-    spec,
-    uid,
-)
+from phalanx.controller.fields import as_dict, as_int, as_list, as_str, container_statuses, pod_phase, spec
+from phalanx.objects.meta import Obj, is_deleting, metadata_of, name_of, uid_of
 
 
 def is_retryable_exit_code(code: int | None) -> bool:
-    """S6: 130, 137, 138, 143 and any other 129-255 retryable; 1, 2, 126-128,
+    """ExitCode classes: 130, 137, 138, 143 and any other 129-255 retryable; 1, 2, 126-128,
     139 and 3-125 permanent; a container that never terminated is retryable."""
     if code is None:
         return True
     return code >= 129 and code != 139
 
 
-def exit_code(pod: dict, container: str) -> int | None:
+def exit_code(pod: Obj, container: str) -> int | None:
     """Exit code of ``container`` if it is terminated, else None (the original's 0xbeef)."""
     for cs in container_statuses(pod):
         if cs.get("name") == container:
@@ -59,28 +48,17 @@ def exit_code(pod: dict, container: str) -> int | None:
     return None
 
 
-def restart_counts(pod: dict) -> dict[str, int]:
-    """``restartCount`` per container name, init containers included."""
-    out: dict[str, int] = {}
-    for cs in container_statuses(pod, init=True) + container_statuses(pod):
-        n = as_int(cs.get("restartCount"), 0) or 0
-        cname = as_str(cs.get("name"))
-        if cname and n > 0:
-            out[cname] = n
-    return out
-
-
-def _last_exit_clean(cs: dict) -> bool:
+def _last_exit_clean(cs: Obj) -> bool:
     term = as_dict(as_dict(cs.get("lastState")).get("terminated"))
     return bool(term) and as_int(term.get("exitCode")) == 0
 
 
-def _last_exit_failed(cs: dict) -> bool:
+def _last_exit_failed(cs: Obj) -> bool:
     term = as_dict(as_dict(cs.get("lastState")).get("terminated"))
     return bool(term) and as_int(term.get("exitCode")) != 0
 
 
-def failing_now(cs: dict) -> bool:
+def failing_now(cs: Obj) -> bool:
     """The container's current instance exited non-zero and it has not been
     restarted yet: terminated, or waiting in CrashLoopBackOff after that exit."""
     state = as_dict(cs.get("state"))
@@ -90,19 +68,19 @@ def failing_now(cs: dict) -> bool:
     return as_dict(state.get("waiting")).get("reason") == "CrashLoopBackOff" and _last_exit_failed(cs)
 
 
-def restarts_in_place(pod: dict) -> bool:
+def restarts_in_place(pod: Obj) -> bool:
     """Whether the node agent restarts ``pod``'s failed containers in place:
     restartPolicy OnFailure/Always, not finished, not being deleted, not marked
-    never to restart (S5). (A pod marked not to restart failures, S3, may
+    never to restart. (A pod marked not to restart failures, when no restart is left, may
     still show one it restarts: the mark can arrive after the failure.)"""
-    if as_str(meta(pod).get("deletionTimestamp")) or pod_phase(pod) in ("Succeeded", "Failed"):
+    if as_str(metadata_of(pod).get("deletionTimestamp")) or pod_phase(pod) in ("Succeeded", "Failed"):
         return False
-    if as_dict(meta(pod).get("annotations")).get(ANNOTATION_NO_RESTART) == "true":
+    if as_dict(metadata_of(pod).get("annotations")).get(ANNOTATION_NO_RESTART) == "true":
         return False
     return (as_str(spec(pod).get("restartPolicy")) or "Always") in ("OnFailure", "Always")
 
 
-def _new_failures(seen: dict, failing: set[str], pod: dict) -> tuple[int, dict[str, int], set[str]]:
+def _new_failures(seen: Obj, failing: set[str], pod: Obj) -> tuple[int, dict[str, int], set[str]]:
     """(failures not counted yet, the new per-container ``restartCount``s, the
     containers whose current failure is now counted)."""
     seen = dict(seen)
@@ -133,7 +111,7 @@ def _new_failures(seen: dict, failing: set[str], pod: dict) -> tuple[int, dict[s
 class RestartBook:
     """The restart counters of one job, read from and written back to its status."""
 
-    def __init__(self, status: dict) -> None:
+    def __init__(self, status: Obj) -> None:
         status = as_dict(status)
         self.total = max(0, as_int(status.get("restartCount"), 0) or 0)
         self.per_type: dict[str, int] = {}
@@ -141,27 +119,27 @@ class RestartBook:
             n = as_int(as_dict(rs).get("restarts"), 0) or 0
             if n > 0:
                 self.per_type[rtype] = n
-        self.entries: dict[str, dict] = {
+        self.entries: dict[str, Obj] = {
             k: copy.deepcopy(v) for k, v in as_dict(status.get("podRestarts")).items() if isinstance(v, dict)
         }
         # Replica types that lost a pod to a deletion from outside in this round.
         self.deleted_types: list[str] = []
 
-    def _entry(self, pod: dict) -> dict:
-        e = self.entries.get(name(pod))
-        if e is None or e.get("uid") != uid(pod):
-            e = {"uid": uid(pod)}
+    def _entry(self, pod: Obj) -> Obj:
+        e = self.entries.get(name_of(pod))
+        if e is None or e.get("uid") != uid_of(pod):
+            e = {"uid": uid_of(pod)}
         return e
 
     @staticmethod
-    def _expected_gone(e: dict) -> bool:
+    def _expected_gone(e: Obj) -> bool:
         """The pod's end is accounted for: its failure was counted (it is
         being recreated), or the job controller deleted it on purpose."""
         return bool(e.get("failureCounted") or e.get("deletedByJob") or as_list(e.get("failing")))
 
-    def _store(self, pod: dict, e: dict) -> None:
+    def _store(self, pod: Obj, e: Obj) -> None:
         e = {k: v for k, v in e.items() if v not in (None, False, {}, [])}
-        self.entries[name(pod)] = e
+        self.entries[name_of(pod)] = e
 
     def _add(self, rtype: str, n: int) -> None:
         if n > 0:
@@ -173,19 +151,19 @@ class RestartBook:
         if rtype not in self.deleted_types:
             self.deleted_types.append(rtype)
 
-    def observe(self, pod: dict, rtype: str) -> int:
+    def observe(self, pod: Obj, rtype: str) -> int:
         """Count what ``pod`` shows that was not counted before: in-place
         restarts, a failure about to be restarted in place, the end of a
         previous pod of the same name, a deletion from outside. Returns how many."""
         total_before = self.total
-        old = self.entries.get(name(pod))
-        if old is not None and old.get("uid") != uid(pod) and not self._expected_gone(old):
+        old = self.entries.get(name_of(pod))
+        if old is not None and old.get("uid") != uid_of(pod) and not self._expected_gone(old):
             self._deleted_from_outside(rtype)  # the previous pod vanished unseen
         if is_deleting(pod):
             # Counted once, and only for a pod seen alive before: one first seen
             # deleting went before we knew it (deleted by us, e.g. on suspend).
-            if old is None or old.get("uid") != uid(pod):
-                self.entries.pop(name(pod), None)
+            if old is None or old.get("uid") != uid_of(pod):
+                self.entries.pop(name_of(pod), None)
             elif not self._expected_gone(old):
                 self._deleted_from_outside(rtype)
                 self._store(pod, {**old, "failureCounted": True})
@@ -196,12 +174,12 @@ class RestartBook:
         self._add(rtype, counted)
         return self.total - total_before
 
-    def restart_pending(self, pod: dict) -> bool:
+    def restart_pending(self, pod: Obj) -> bool:
         """A failure of ``pod`` was counted and its in-place restart (granted) has not happened yet."""
-        e = self.entries.get(name(pod))
-        return e is not None and e.get("uid") == uid(pod) and bool(as_list(e.get("failing")))
+        e = self.entries.get(name_of(pod))
+        return e is not None and e.get("uid") == uid_of(pod) and bool(as_list(e.get("failing")))
 
-    def count_failure(self, pod: dict, rtype: str) -> bool:
+    def count_failure(self, pod: Obj, rtype: str) -> bool:
         """Count a Failed pod the operator will delete and recreate, once per pod
         uid (not again if its last failure was already counted as it happened)."""
         e = self._entry(pod)
@@ -213,10 +191,10 @@ class RestartBook:
             self._add(rtype, 1)
         return new
 
-    def deleted_by_job(self, pod: dict) -> None:
+    def deleted_by_job(self, pod: Obj) -> None:
         """The job controller deletes ``pod`` on purpose (scale-down): its end is no restart."""
         e = self._entry(pod)
-        if name(pod) in self.entries and not self._expected_gone(e):
+        if name_of(pod) in self.entries and not self._expected_gone(e):
             self._store(pod, {**e, "deletedByJob": True})
 
     def vanished(self, live_pods: set[str], rtype_of: Callable[[str], str | None]) -> list[str]:
@@ -234,7 +212,7 @@ class RestartBook:
                 gone.append(k)
         return gone
 
-    def failed_since(self, pod: dict) -> bool:
+    def failed_since(self, pod: Obj) -> bool:
         """Whether ``pod`` restarted since the book was last written, the latest
         time after a failure (the book of a finished job no longer moves, so
         only the latest exit can be judged)."""
@@ -249,7 +227,7 @@ class RestartBook:
         """The job deleted all its pods on purpose (suspend): none of them is a restart."""
         self.entries.clear()
 
-    def write(self, status: dict) -> None:
+    def write(self, status: Obj) -> None:
         if self.total:
             status["restartCount"] = self.total
         else:
@@ -268,8 +246,8 @@ class RestartBook:
             entry["restarts"] = n
 
 
-def would_restart(pod: dict, book: RestartBook) -> bool:
-    """S5: a kept pod of a finished job that failed and is being (or was) restarted
+def would_restart(pod: Obj, book: RestartBook) -> bool:
+    """A kept pod of a finished job that failed and is being (or was) restarted
     in place. A restart after a clean exit (Always) cannot be told apart here
     from a pod that keeps running; stopping those needs the node agent."""
     policy = as_str(spec(pod).get("restartPolicy")) or "Always"

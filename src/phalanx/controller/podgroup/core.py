@@ -1,7 +1,7 @@
 """The pure podgroup-controller decision: (pod, served scheduler names) -> the
 PodGroup a pod without one gets, and the group-name annotation it is given.
 
-Volcano's pg-controller (pkg/controllers/podgroup, reference/volcano.md A.1):
+Volcano's pg-controller (pkg/controllers/podgroup, docs/REFERENCE.md A.1):
 a pod whose schedulerName is served and that has no
 ``scheduling.k8s.io/group-name`` annotation gets a PodGroup of one:
 
@@ -27,10 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from phalanx.api.constants import ANNOTATION_GROUP_NAME, ANNOTATION_QUEUE_NAME, PODGROUP_NAME_PREFIX, VOLCANO_VERSION
-from phalanx.objects.meta import controller_uid, owner_ref, serves
+from phalanx.objects.meta import Obj, annotations_of, controller_uid, metadata_of, owner_ref, serves
 from phalanx.objects.quantity import format_resource_list, pod_requests
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -46,22 +44,12 @@ class GroupPlan:
         return str(self.podgroup["metadata"]["name"])
 
 
-def _meta(obj: Obj) -> dict[str, Any]:
-    m = obj.get("metadata")
-    return m if isinstance(m, dict) else {}
-
-
-def _annotations(obj: Obj) -> dict[str, Any]:
-    a = _meta(obj).get("annotations")
-    return a if isinstance(a, dict) else {}
-
-
 def needs_group(pod: Obj | None, scheduler_names: frozenset[str]) -> bool:
     """The pod is one this controller makes a PodGroup for: it exists, is not
     being deleted, is for a served scheduler and names no group yet."""
     if not isinstance(pod, dict):
         return False
-    meta = _meta(pod)
+    meta = metadata_of(pod)
     if meta.get("deletionTimestamp"):
         return False
     uid = meta.get("uid")
@@ -70,32 +58,32 @@ def needs_group(pod: Obj | None, scheduler_names: frozenset[str]) -> bool:
     spec = pod.get("spec")
     if not isinstance(spec, dict) or not serves(scheduler_names, spec.get("schedulerName")):
         return False
-    return not _annotations(pod).get(ANNOTATION_GROUP_NAME)
+    return not annotations_of(pod).get(ANNOTATION_GROUP_NAME)
 
 
 def group_name(pod: Obj) -> str:
     """``podgroup-<controller owner uid>``, or ``podgroup-<pod uid>`` without one."""
-    owner = controller_uid(pod)
-    uid = owner if isinstance(owner, str) and owner else _meta(pod).get("uid")
+    uid = controller_uid(pod) or metadata_of(pod).get("uid")
     return f"{PODGROUP_NAME_PREFIX}{uid}"
 
 
 def owner_references(pod: Obj) -> list[dict[str, Any]]:
     """The pod's references when one is a controller (the group lives as long as
     the pod's owner), else a controller reference to the pod itself."""
-    refs = [r for r in _meta(pod).get("ownerReferences") or [] if isinstance(r, dict)]
+    refs = [r for r in metadata_of(pod).get("ownerReferences") or [] if isinstance(r, dict)]
     if any(r.get("controller") is True for r in refs):
         return [dict(r) for r in refs]
     # Listed pods may lack apiVersion and kind (Kubernetes list items do): a Pod is v1/Pod.
-    return [owner_ref({"apiVersion": "v1", "kind": "Pod", "metadata": _meta(pod)})]
+    return [owner_ref({"apiVersion": "v1", "kind": "Pod", "metadata": metadata_of(pod)})]
 
 
 def build_podgroup(pod: Obj) -> Obj:
     """The PodGroup of one that Volcano builds for ``pod`` (buildPodGroupFromPod)."""
-    meta = _meta(pod)
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    meta = metadata_of(pod)
+    given = pod.get("spec")
+    spec: dict[str, Any] = given if isinstance(given, dict) else {}
     pg_spec: dict[str, Any] = {"minMember": 1, "minResources": format_resource_list(pod_requests(spec))}
-    queue = _annotations(pod).get(ANNOTATION_QUEUE_NAME)
+    queue = annotations_of(pod).get(ANNOTATION_QUEUE_NAME)
     if isinstance(queue, str) and queue:
         pg_spec["queue"] = queue
     priority_class = spec.get("priorityClassName")
@@ -119,4 +107,4 @@ def decide(pod: Obj | None, scheduler_names: frozenset[str]) -> GroupPlan | None
     have none; the caller logs it and leaves the pod alone)."""
     if pod is None or not needs_group(pod, scheduler_names):
         return None
-    return GroupPlan(podgroup=build_podgroup(pod), pod_uid=str(_meta(pod)["uid"]))
+    return GroupPlan(podgroup=build_podgroup(pod), pod_uid=str(metadata_of(pod)["uid"]))

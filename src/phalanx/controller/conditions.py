@@ -1,4 +1,4 @@
-"""Job condition mechanics, exactly as kubeflow ``pkg/util/status.go`` (reference §6.1).
+"""Job condition mechanics, exactly as kubeflow ``pkg/util/status.go`` (docs/REFERENCE.md §6.1).
 
 - Once ``Failed`` is True the list is frozen.
 - Same type, status and reason: nothing changes (not even the message).
@@ -16,9 +16,9 @@ from __future__ import annotations
 import copy
 from datetime import datetime
 
-from phalanx.controller.job.fields import as_dict, as_list
-from phalanx.controller.job.plan import Event
+from phalanx.controller.fields import as_dict, as_list
 from phalanx.objects.clock import format_time
+from phalanx.objects.meta import Obj
 
 CREATED = "Created"
 RUNNING = "Running"
@@ -27,36 +27,39 @@ SUCCEEDED = "Succeeded"
 SUSPENDED = "Suspended"
 FAILED = "Failed"
 
+# (event type "Normal"/"Warning", reason, message), recorded on the job.
+Event = tuple[str, str, str]
 
-def conditions_of(status: dict) -> list[dict]:
+
+def conditions_of(status: Obj) -> list[Obj]:
     return [c for c in as_list(as_dict(status).get("conditions")) if isinstance(c, dict)]
 
 
-def get_condition(status: dict, ctype: str) -> dict | None:
+def get_condition(status: Obj, ctype: str) -> Obj | None:
     for c in conditions_of(status):
         if c.get("type") == ctype:
             return c
     return None
 
 
-def has_condition(status: dict, ctype: str, value: str = "True") -> bool:
+def has_condition(status: Obj, ctype: str, value: str = "True") -> bool:
     c = get_condition(status, ctype)
     return c is not None and c.get("status") == value
 
 
-def is_succeeded(status: dict) -> bool:
+def is_succeeded(status: Obj) -> bool:
     return has_condition(status, SUCCEEDED)
 
 
-def is_failed(status: dict) -> bool:
+def is_failed(status: Obj) -> bool:
     return has_condition(status, FAILED)
 
 
-def is_finished(status: dict) -> bool:
+def is_finished(status: Obj) -> bool:
     return is_succeeded(status) or is_failed(status)
 
 
-def new_condition(ctype: str, value: str, reason: str, message: str, now: datetime) -> dict:
+def new_condition(ctype: str, value: str, reason: str, message: str, now: datetime) -> Obj:
     t = format_time(now)
     return {
         "type": ctype, "status": value, "reason": reason, "message": message,
@@ -64,7 +67,7 @@ def new_condition(ctype: str, value: str, reason: str, message: str, now: dateti
     }
 
 
-def filter_out(conditions: list[dict], ctype: str) -> list[dict]:
+def filter_out(conditions: list[Obj], ctype: str) -> list[Obj]:
     out = []
     for c in conditions:
         t = c.get("type")
@@ -80,7 +83,7 @@ def filter_out(conditions: list[dict], ctype: str) -> list[dict]:
     return out
 
 
-def set_condition(status: dict, cond: dict) -> bool:
+def set_condition(status: Obj, cond: Obj) -> bool:
     """Apply ``cond`` to ``status["conditions"]`` in place; True if anything changed."""
     if is_failed(status):
         return False
@@ -94,12 +97,12 @@ def set_condition(status: dict, cond: dict) -> bool:
     return True
 
 
-def update_job_conditions(status: dict, ctype: str, value: str, reason: str, message: str, now: datetime) -> bool:
+def update_job_conditions(status: Obj, ctype: str, value: str, reason: str, message: str, now: datetime) -> bool:
     """``UpdateJobConditions``: the one entry point the original uses."""
     return set_condition(status, new_condition(ctype, value, reason, message, now))
 
 
-def _same(a: dict, b: dict) -> bool:
+def _same(a: Obj, b: Obj) -> bool:
     return all(a.get(k) == b.get(k) for k in ("type", "status", "reason", "message"))
 
 
@@ -112,14 +115,14 @@ class StatusWriter:
     condition's event only if that condition is really new.
     """
 
-    def __init__(self, kind: str, name: str, namespace: str, status: dict, now: datetime) -> None:
+    def __init__(self, kind: str, name: str, namespace: str, status: Obj, now: datetime) -> None:
         self.kind = kind
         self.name = name
         self.namespace = namespace
         self.now = now
         self.before = copy.deepcopy(as_dict(status))
-        self.status: dict = copy.deepcopy(as_dict(status))
-        self._condition_events: list[tuple[dict, Event]] = []
+        self.status: Obj = copy.deepcopy(as_dict(status))
+        self._condition_events: list[tuple[Obj, Event]] = []
         self.events: list[Event] = []
 
     def reason(self, suffix: str) -> str:
@@ -139,7 +142,7 @@ class StatusWriter:
             self._condition_events.append((cond, (event, event_reason or reason, message)))
         return changed
 
-    def condition(self, ctype: str) -> dict | None:
+    def condition(self, ctype: str) -> Obj | None:
         return get_condition(self.status, ctype)
 
     def has(self, ctype: str, value: str = "True") -> bool:
@@ -156,7 +159,7 @@ class StatusWriter:
     def event(self, etype: str, reason: str, message: str) -> None:
         self.events.append((etype, reason, message))
 
-    def finish(self) -> tuple[dict, list[Event]]:
+    def finish(self) -> tuple[Obj, list[Event]]:
         """The final status and the events to record, in order."""
         old = conditions_of(self.before)
         conds = []

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from phalanx.objects.meta import Obj, name_of, namespace_of, uid_of
 
-def as_dict(v: Any) -> dict:
+
+def as_dict(v: Any) -> Obj:
     return v if isinstance(v, dict) else {}
 
 
-def as_list(v: Any) -> list:
+def as_list(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
@@ -31,66 +33,43 @@ def as_str(v: Any, default: str = "") -> str:
     return v if isinstance(v, str) else default
 
 
-def meta(obj: dict) -> dict:
-    return as_dict(as_dict(obj).get("metadata"))
+def namespace(obj: object) -> str:
+    """The object's namespace, "default" when it has none."""
+    return namespace_of(obj) or "default"
 
 
-def name(obj: dict) -> str:
-    return as_str(meta(obj).get("name"))
-
-
-def namespace(obj: dict) -> str:
-    return as_str(meta(obj).get("namespace")) or "default"
-
-
-def uid(obj: dict) -> str:
-    return as_str(meta(obj).get("uid"))
-
-
-def labels(obj: dict) -> dict:
-    return as_dict(meta(obj).get("labels"))
-
-
-def annotations(obj: dict) -> dict:
-    return as_dict(meta(obj).get("annotations"))
-
-
-def is_deleting(obj: dict) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
-
-
-def spec(obj: dict) -> dict:
+def spec(obj: Obj) -> Obj:
     return as_dict(as_dict(obj).get("spec"))
 
 
-def status(obj: dict) -> dict:
+def status(obj: Obj) -> Obj:
     return as_dict(as_dict(obj).get("status"))
 
 
-def run_policy(job: dict) -> dict:
+def run_policy(job: Obj) -> Obj:
     return as_dict(spec(job).get("runPolicy"))
 
 
-def scheduling_policy(job: dict) -> dict:
+def scheduling_policy(job: Obj) -> Obj:
     return as_dict(run_policy(job).get("schedulingPolicy"))
 
 
-def pod_phase(pod: dict) -> str:
+def pod_phase(pod: Obj) -> str:
     return as_str(status(pod).get("phase")) or "Pending"
 
 
-def container_statuses(pod: dict, init: bool = False) -> list[dict]:
+def container_statuses(pod: Obj, init: bool = False) -> list[Obj]:
     key = "initContainerStatuses" if init else "containerStatuses"
     return [c for c in as_list(status(pod).get(key)) if isinstance(c, dict)]
 
 
-def owner_reference(owner: dict) -> dict:
+def owner_reference(owner: Obj) -> Obj:
     """The controller ownerReference the original puts on everything it creates."""
     return {
         "apiVersion": as_str(as_dict(owner).get("apiVersion")) or "kubeflow.org/v1",
         "kind": as_str(as_dict(owner).get("kind")),
-        "name": name(owner),
-        "uid": uid(owner),
+        "name": name_of(owner),
+        "uid": uid_of(owner),
         "controller": True,
         "blockOwnerDeletion": True,
     }
