@@ -147,7 +147,7 @@ def format_labels(labels: dict[str, str] | None) -> str:
 
 
 def _restartable_init(container: dict | None) -> bool:
-    return bool(container) and container.get("restartPolicy") == "Always"
+    return container is not None and container.get("restartPolicy") == "Always"
 
 
 def _condition_true(pod: Obj, ctype: str) -> bool:

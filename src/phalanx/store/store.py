@@ -14,6 +14,9 @@ nothing. With ``group_commit`` under a running loop it is made visible to
 reads (``get``/``list``) at once and staged; its watch events are sent, and
 ``flush`` returns, only once its batch is on disk. Objects are kept as
 serialized JSON, so nothing a caller holds can alias stored state.
+
+Long because the Store is one class whose write paths share its indexes and
+history; the rules themselves already live in ``store/rules.py``.
 """
 from __future__ import annotations
 
