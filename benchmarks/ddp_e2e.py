@@ -6,7 +6,7 @@ processes were reaped, and CPU time (user + sys) of the pods (this process's
 reaped children, plus the containers' own CPU from their shims' exit records:
 the containers are children of the shims, which the shim server forks) and of
 the in-process control plane. Prints the medians next
-to TARGETS.md's anchor (TorchX local_cwd dist.ddp -j 1x4: 11.3 s wall, 13.0 s
+to benchmarks/README.md's anchor (TorchX local_cwd dist.ddp -j 1x4: 11.3 s wall, 13.0 s
 CPU) and, measured in the same run, alternating with ours, the peer itself:
 what TorchX local_cwd launches for ``dist.ddp -j 1x4`` is torchrun with 4
 processes on this host, i.e. ``torchrun --standalone --nproc-per-node=4
@@ -248,7 +248,7 @@ async def main(runs: int, peer: bool, port: int, logs: Path) -> int:
         wall = statistics.median(r.wall for r in ok)
         total = statistics.median(r.cpu + r.plane_cpu for r in ok)
         print(f"  (pods {statistics.median(r.cpu for r in ok):.2f} s, control plane "
-              f"{statistics.median(r.plane_cpu for r in ok):.2f} s); TorchX local_cwd anchor (TARGETS.md): "
+              f"{statistics.median(r.plane_cpu for r in ok):.2f} s); TorchX local_cwd anchor (benchmarks/README.md): "
               f"wall {TORCHX_WALL} s, CPU {TORCHX_CPU} s -> ratio wall {wall / TORCHX_WALL:.2f}, "
               f"CPU {total / TORCHX_CPU:.2f}")
     if peers:

@@ -1,8 +1,8 @@
-"""Benchmark (issue 9, TARGETS "1,000 one-pod jobs"): N one-pod PyTorchJobs
+"""Benchmark (issue 9, benchmarks/README.md "1,000 one-pod jobs"): N one-pod PyTorchJobs
 submitted at once to the embedded control plane (in-process, SQLite
 persistence on, one local node), each pod running ``true``. Measures the
 time from the first create to the last job Succeeded and reports jobs/s,
-next to the target (>= 300 jobs/s) and the peers' figures from TARGETS.md.
+next to the target (>= 300 jobs/s) and the peers' figures from benchmarks/README.md.
 
 Also measures, on the same cluster, pod exit -> job condition: a one-pod job
 whose container exits at a known wall time (it prints time.time() and exits),
@@ -119,7 +119,7 @@ async def main(jobs: int, exit_runs: int, max_pods: int) -> None:
           f"{rate:.0f} jobs/s (target >= {TARGET_JOBS_PER_S}; ratio {rate / TARGET_JOBS_PER_S:.2f}); "
           f"failed {failed}; control plane RSS after {rss:.0f} MiB")
     print(f"  control plane CPU: {cpu:.1f} s in {elapsed:.1f} s of wall, {cpu / jobs * 1000:.1f} ms per job")
-    print("  peers (TARGETS.md): Volcano end to end 40-55 pods/s, Kueue ~43 workloads/s, Slurm 500 jobs/s")
+    print("  peers (benchmarks/README.md): Volcano end to end 40-55 pods/s, Kueue ~43 workloads/s, Slurm 500 jobs/s")
     med = statistics.median(lat) * 1000
     print(f"pod exit -> job condition: median {med:.0f} ms over {len(lat)} runs "
           f"(min {min(lat)*1000:.0f}, max {max(lat)*1000:.0f}; target <= {TARGET_EXIT_TO_CONDITION_MS} ms)")

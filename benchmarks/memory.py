@@ -1,4 +1,4 @@
-"""Benchmark (issue 9, TARGETS "Memory"): control-plane RSS idle, and with
+"""Benchmark (issue 9, benchmarks/README.md "Memory"): control-plane RSS idle, and with
 1,000 jobs / 4,000 pods stored.
 
 The embedded control plane (store with SQLite persistence, job controller,

@@ -1,4 +1,4 @@
-"""Scheduler engine throughput: one session, in-process (TARGETS.md, first row).
+"""Scheduler engine throughput: one session, in-process (benchmarks/README.md, first row).
 
 Synthetic cluster: N identical nodes (32 cpu, 128Gi, 110 pods), 4-pod gangs
 of 1 cpu / 1Gi pods filling ``--fill`` of the cluster's cpu, PodGroups Pending

@@ -9,7 +9,7 @@ replica slot must have been started exactly as often as those restarts say:
 each container appends its pod name to a marker file when it starts, so a
 pod started twice for one slot (or an extra restart) shows as an extra line.
 
-Expected end states (SEMANTICS S2-S6; the same as a crash-free run):
+Expected end states (docs/SEMANTICS.md S2-S6; the same as a crash-free run):
 
 - ``crash-normal`` (PyTorchJob, master + worker sleep 5 s): Succeeded, no restart;
   one start per pod.
@@ -237,7 +237,7 @@ async def test_sigkilled_control_plane_loses_nothing(home, tmp_path):
                         states[name] = {}
                 pods = (await client.list("Pod", NS)).items
                 groups = {g["metadata"]["name"] for g in (await client.list("PodGroup", NS)).items}
-                # Failed jobs lose every pod; every finished job its PodGroup (S5).
+                # Failed jobs lose every pod; every finished job its PodGroup (docs/SEMANTICS.md S5).
                 left = [p["metadata"]["name"] for p in pods if _job_of(p) != "crash-normal"]
                 if all(finished(j) for j in states.values()) and not left and not groups & set(EXPECTED):
                     break

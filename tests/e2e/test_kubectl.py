@@ -222,7 +222,7 @@ def test_master_replicas_2_is_refused_with_the_p4_message(plane, tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip() == P4_MESSAGE.format(file=bad), r.stderr
     assert plane.kubectl("get", "pytorchjob", "-o", "name").stdout == ""
-    # Unknown fields are the apiserver's strict decoding error (golden 29).
+    # Unknown fields are the apiserver's strict decoding error (docs/REFERENCE.md golden 29).
     typo = write_job(tmp_path / "typo.yaml", 2, **{"spec.runPolicy.backoffLimits": 3})
     r = plane.kubectl("apply", "-f", str(typo), check=False)
     assert r.returncode == 1 and 'strict decoding error: unknown field "spec.runPolicy.backoffLimits"' in r.stderr
@@ -300,7 +300,7 @@ def test_get_watch_prints_the_seed_columns_and_one_row_per_change(plane):
 def test_describe_pod_shows_the_p3_environment(plane):
     out = plane.kubectl("describe", "pod", "pytest-worker-0").stdout
     env = dict(re.findall(r"^\s{6}([A-Z_]+):\s+(\S+)$", out, re.M))
-    # The master's effective port: 23456 unless another process on this machine holds it (DESIGN.md).
+    # The master's effective port: 23456 unless another process on this machine holds it (docs/ARCHITECTURE.md, Local network).
     svc = plane.json("get", "svc", "pytest-master-0")
     port = str(json.loads(svc["metadata"]["annotations"]["phalanx.dev/host-ports"])["pytorchjob-port"])
     assert {k: env.get(k) for k in ("PYTHONUNBUFFERED", "MASTER_PORT", "PET_MASTER_PORT", "WORLD_SIZE", "RANK",

@@ -1,4 +1,4 @@
-"""S5 on the local runtime: logs of deleted pods stay readable until the job
+"""docs/SEMANTICS.md S5 on the local runtime: logs of deleted pods stay readable until the job
 itself is deleted. A PyTorchJob whose worker fails under backoffLimit 0 ends
 Failed with every pod deleted; the master's and the worker's logs are still
 served by pod name and by job (provider, HTTP API and `phalanx logs`), and go

@@ -234,7 +234,7 @@ async def test_p1_split_reaches_the_all_in_one_result_object_for_object(plane, k
         assert expected["podgroup states"] == ["", "Inqueue", "Running", "<deleted>"]
         for key in expected:
             assert got[key] == expected[key], key
-        # The pods are the operator's, field for field, as the original builds them (reference §4.2, §7).
+        # The pods are the operator's, field for field, as the original builds them (docs/REFERENCE.md §4.2, §7).
         master = got["pods"]["pytest-master-0"]
         assert master["annotations"] == {"scheduling.k8s.io/group-name": "pytest", "volcano.sh/task-spec": "master"}
         assert master["spec"]["schedulerName"] == "volcano" and master["spec"]["restartPolicy"] == "OnFailure"

@@ -1,5 +1,5 @@
-"""Failure scenarios of SCENARIOS.md on real processes (issue 3): P5-P8, seed 001
-(ExitCode), T3, T4, C1-C3, D1, D2 — with the FIXes of SEMANTICS S2-S7, S11.
+"""Failure scenarios of docs/REFERENCE.md Part 4 on real processes (issue 3): P5-P8, seed 001
+(ExitCode), T3, T4, C1-C3, D1, D2 — with the fixes of docs/SEMANTICS.md S2–S7, S11.
 
 Durations are scaled down (the seeds' 30 s become ~2 s, 10 s ~0.7 s, ...) with
 the fixture's fast back-off (0.2 s doubling to 2 s); the order of events and the
@@ -161,7 +161,7 @@ def restarts(job: dict, rtype: str | None = None) -> int:
 
 async def assert_nothing_restarts_after_finish(c, recorder, job_kind: str, name: str, pods: list[str],
                                                watch: float) -> dict:
-    """S5: for ``watch`` seconds after the finish, no pod restarts again and the job's
+    """docs/SEMANTICS.md S5: for ``watch`` seconds after the finish, no pod restarts again and the job's
     restart counters do not move; pods are either gone or run to their end."""
     job = await c.get(job_kind, name, "default")
     before_job = (restarts(job), job["status"].get("replicaStatuses"))
@@ -180,7 +180,7 @@ async def assert_nothing_restarts_after_finish(c, recorder, job_kind: str, name:
 
 
 async def test_p5_failing_worker_restarts_in_place_job_succeeds_and_nothing_restarts_after(cluster, recorder):
-    # Seed 000, P5: RANK 1 (worker-0) exits 1 after 10 s under OnFailure; it restarts in place
+    # docs/REFERENCE.md P5: RANK 1 (worker-0) exits 1 after 10 s under OnFailure; it restarts in place
     # (RESTARTS 1, 2, Error/CrashLoopBackOff) while the job stays Running; the job Succeeds when
     # the master completes (30 s). FIX: no pod of the finished job restarts again; its restarts
     # counted toward backoffLimit 3 (two of them here: not exceeded).
@@ -249,7 +249,7 @@ async def _all_workers_fail(cluster, recorder, clean_pod_policy: str | None, com
 
 
 async def test_p6_all_workers_fail_job_failed_past_backoff_limit_and_everything_deleted(cluster, recorder):
-    # Seed 000, P6: every worker exits 1 after 10 s (OnFailure, backoffLimit 3). FIX (S2/S3):
+    # docs/REFERENCE.md P6: every worker exits 1 after 10 s (OnFailure, backoffLimit 3). FIX (docs/SEMANTICS.md S2/S3):
     # Failed once the failures exceed backoffLimit, well before the master completes; all
     # pods (master included), services and the PodGroup deleted.
     rec = await _all_workers_fail(cluster, recorder, None, completing_worker=False)
@@ -257,7 +257,7 @@ async def test_p6_all_workers_fail_job_failed_past_backoff_limit_and_everything_
 
 
 async def test_c2_failure_deletes_every_pod_whatever_clean_pod_policy(cluster, recorder):
-    # Seed 003, C2: when a job Fails all its pods are deleted whatever cleanPodPolicy says —
+    # docs/REFERENCE.md C2: when a job Fails all its pods are deleted whatever cleanPodPolicy says —
     # here None, with a worker that had Completed (a pod None keeps on success).
     rec = await _all_workers_fail(cluster, recorder, "None", completing_worker=True)
     assert "Completed" in rec.states("Pod", "pytest-worker-2")
@@ -267,7 +267,7 @@ async def test_c2_failure_deletes_every_pod_whatever_clean_pod_policy(cluster, r
 
 
 async def test_p7_master_fails_backoff_limit_3_allows_exactly_3_restarts(cluster, recorder):
-    # Seed 000, P7 (ACCEPTANCE): the master exits 1 after 30 s under OnFailure, backoffLimit 3.
+    # docs/REFERENCE.md P7 (ACCEPTANCE): the master exits 1 after 30 s under OnFailure, backoffLimit 3.
     # It restarts in place while the job stays Running and the workers complete. FIX: exactly
     # 3 restarts are granted and each runs to its own failure; the 4th failure fails the job
     # (BackoffLimitExceeded) before any 4th restart, and nothing of the job is left.
@@ -300,7 +300,7 @@ async def test_p7_master_fails_backoff_limit_3_allows_exactly_3_restarts(cluster
 
 
 async def test_p8_deleting_the_master_repeatedly_exhausts_backoff_limit(cluster, recorder):
-    # Seed 000, P8: a deleted pod is recreated like a failed one. FIX (S2): the deletion is a
+    # docs/REFERENCE.md P8: a deleted pod is recreated like a failed one. FIX (docs/SEMANTICS.md S2): the deletion is a
     # restart counted in the job's status, so the 4th deletion (backoffLimit 3) fails the job.
     c = cluster.client
     created = await c.create(pytorch(4))
@@ -362,8 +362,8 @@ async def test_exit_code_138_recreates_the_pod_until_backoff_limit_then_fails(cl
 
 
 async def test_exit_code_1_is_permanent_and_fails_the_job_at_once(cluster, recorder):
-    # Seed 001 / S6 (ACCEPTANCE): under ExitCode, exit 1 is a permanent error: no restart,
-    # the job Fails at once (with a completionTime, S11) and its pods are deleted.
+    # docs/REFERENCE.md seed 001 / docs/SEMANTICS.md S6 (ACCEPTANCE): under ExitCode, exit 1 is a permanent error: no restart,
+    # the job Fails at once (with a completionTime, docs/SEMANTICS.md S11) and its pods are deleted.
     c = cluster.client
     worker = script('if [ "${POD_NAME}" = "tftest-worker-0" ]; then', "sleep 0.3 & wait", "exit 1",
                     "else", "sleep 3 & wait", "fi")
@@ -386,8 +386,8 @@ async def test_exit_code_1_is_permanent_and_fails_the_job_at_once(cluster, recor
 
 
 async def test_t3_tf_worker_failing_under_on_failure_fails_the_job_past_backoff_limit(cluster, recorder):
-    # Seed 002, T3: worker-0 exits 1 after 10 s under OnFailure; the other workers and the PS
-    # complete at 30 s and the PS (Always) restarts after its clean exit. FIX (S2/S3): worker-0
+    # docs/REFERENCE.md T3: worker-0 exits 1 after 10 s under OnFailure; the other workers and the PS
+    # complete at 30 s and the PS (Always) restarts after its clean exit. FIX (docs/SEMANTICS.md S2/S3): worker-0
     # restarts in place until its failures exceed backoffLimit 3, then Failed and all deleted;
     # the PS's clean restart is not a failure.
     c = cluster.client
@@ -409,8 +409,8 @@ async def test_t3_tf_worker_failing_under_on_failure_fails_the_job_past_backoff_
 
 
 async def test_t4_ps_crash_loops_job_succeeds_and_the_ps_never_restarts_after(cluster, recorder):
-    # Seed 002, T4 (ACCEPTANCE with P5): the PS exits 1 after 15 s under Always and restarts
-    # again and again; the job Succeeds when the workers complete (30 s). FIX (S5): after that
+    # docs/REFERENCE.md T4 (ACCEPTANCE with P5): the PS exits 1 after 15 s under Always and restarts
+    # again and again; the job Succeeds when the workers complete (30 s). FIX (docs/SEMANTICS.md S5): after that
     # the PS is never restarted again.
     c = cluster.client
     created = await c.create(tensorflow(2, ps=script("sleep 1 & wait && exit 1")))
@@ -432,7 +432,7 @@ async def test_t4_ps_crash_loops_job_succeeds_and_the_ps_never_restarts_after(cl
 
 
 async def test_c1_clean_pod_policy_all_deletes_the_running_workers_on_success(cluster, recorder):
-    # Seed 003, C1: cleanPodPolicy All; the job Succeeds when the master completes and the
+    # docs/REFERENCE.md C1: cleanPodPolicy All; the job Succeeds when the master completes and the
     # still-running workers are deleted (Terminating -> Error); nothing of the job is left.
     c = cluster.client
     created = await c.create(pytorch(3, worker=script("sleep 8 & wait"), cleanPodPolicy="All"))
@@ -450,8 +450,8 @@ async def test_c1_clean_pod_policy_all_deletes_the_running_workers_on_success(cl
 
 
 async def test_c3_no_backoff_limit_fails_at_the_first_failure_and_cleans_up(cluster, recorder):
-    # Seed 003, C3 (ACCEPTANCE): P6 with backoffLimit removed. Observed: nothing cleaned, workers
-    # restarted forever, job Succeeded. FIX (S3): the default is 0 — the first failure that would
+    # docs/REFERENCE.md C3 (ACCEPTANCE): P6 with backoffLimit removed. Observed: nothing cleaned, workers
+    # restarted forever, job Succeeded. FIX (docs/SEMANTICS.md S3): the default is 0 — the first failure that would
     # need a restart fails the job; never Succeeded; everything deleted.
     c = cluster.client
     created = await c.create(pytorch(3, worker=script("sleep 0.6 & wait", "exit 1"), backoffLimit=None))
@@ -492,7 +492,7 @@ async def _deadline(cluster, recorder, seconds: int, sleep: float) -> tuple[dict
 
 
 async def test_d1_deadline_while_pods_are_starting(cluster, recorder):
-    # Seed 004, D1: activeDeadlineSeconds 5 (scaled to 1), pods still starting: Failed
+    # docs/REFERENCE.md D1: activeDeadlineSeconds 5 (scaled to 1), pods still starting: Failed
     # (DeadlineExceeded) at the deadline, pods deleted.
     j, lateness = await _deadline(cluster, recorder, 1, 2)
     states = recorder.states("PyTorchJob", "pytest")
@@ -501,8 +501,8 @@ async def test_d1_deadline_while_pods_are_starting(cluster, recorder):
 
 
 async def test_d2_deadline_enforced_while_every_pod_is_stably_running(cluster, recorder):
-    # Seed 004, D2 (ACCEPTANCE): activeDeadlineSeconds 15 (scaled to 3), all pods stably Running
-    # well before it. Observed: nothing at 15 s, Failed only when the master completed. FIX (S4):
+    # docs/REFERENCE.md D2 (ACCEPTANCE): activeDeadlineSeconds 15 (scaled to 3), all pods stably Running
+    # well before it. Observed: nothing at 15 s, Failed only when the master completed. FIX (docs/SEMANTICS.md S4):
     # Failed within a second of the deadline, reason DeadlineExceeded, pods deleted.
     j, lateness = await _deadline(cluster, recorder, 3, 6)
     assert recorder.states("PyTorchJob", "pytest") == ["", "Created", "Running", "Failed"]

@@ -195,7 +195,7 @@ def assert_transitions_have_events(run: Run, kind: str, name: str) -> list[dict]
 
 
 def snapshot_at_finish(kind: str, name: str) -> Driver:
-    """A driver noting restart counters and pod uids when the job finishes (S5 checks)."""
+    """A driver noting restart counters and pod uids when the job finishes (docs/SEMANTICS.md S5 checks)."""
     async def driver(sim: Simulation, rec: Recorder, marks: dict) -> None:
         def finished():
             try:

@@ -1,4 +1,4 @@
-"""Admission: strict decoding, schema, defaults (S1), apiserver and webhook rules.
+"""Admission: strict decoding, schema, defaults (docs/SEMANTICS.md S1), apiserver and webhook rules.
 
 Messages are compared with the original's exactly where the seeds or the
 golden apiserver exchanges recorded them.
@@ -106,7 +106,7 @@ def invalid(obj: dict, old: dict | None = None) -> Invalid:
     return e.value
 
 
-# --- the seed and S1 ----------------------------------------------------------------------
+# --- the seed and docs/SEMANTICS.md S1 ----------------------------------------------------------------------
 
 def test_seed_pytorchjob_is_accepted_and_defaulted() -> None:
     job = seed()
@@ -397,7 +397,7 @@ def test_unknown_fields_are_a_strict_decoding_error_like_the_apiserver() -> None
     job["spec"]["unknownField"] = "x"
     with pytest.raises(StrictDecodingError) as e:
         admit(job)
-    # golden exchange 29, word for word
+    # docs/REFERENCE.md golden 29, word for word
     assert e.value.message == (
         'PyTorchJob in version "v1" cannot be handled as a PyTorchJob: strict decoding error: '
         'unknown field "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].foo", '
@@ -496,7 +496,7 @@ def test_pod_defaults_are_minimal() -> None:
 
 
 def test_pod_with_bad_names_is_refused_like_the_apiserver() -> None:
-    # golden exchange 53: the same two causes, in the same words
+    # docs/REFERENCE.md golden 53: the same two causes, in the same words
     p = pod()
     p["metadata"]["name"] = "Bad_Name"
     p["spec"]["containers"][0]["name"] = "Pytorch"

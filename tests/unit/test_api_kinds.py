@@ -1,5 +1,5 @@
 """XGBoostJob, PaddleJob, JAXJob and MPIJob through the API layer: defaults
-applied at admission and stored (S1), the original's validation messages as
+applied at admission and stored (docs/SEMANTICS.md S1), the original's validation messages as
 kubectl prints them (MPIJob's in-controller rules as an admission refusal),
 server-side Tables and `phalanx get` columns, OpenAPI and discovery, the job
 log route, foreground deletion, describe, and cluster-mode install (CRDs,
@@ -103,7 +103,7 @@ def specs_of(out: dict) -> dict:
     return out["spec"][FIELD[out["kind"]]]
 
 
-# --------------------------------------------------------------------------- defaults (S1)
+# --------------------------------------------------------------------------- defaults (docs/SEMANTICS.md S1)
 
 
 @pytest.mark.parametrize("kind", NEW_KINDS)
@@ -247,7 +247,7 @@ def test_xgboost_master_is_required_and_must_be_one():
         "spec.xgbReplicaSpecs[Master]: Required value: must be present"
     assert refusal(xgboostjob({"Master": replica("xgboost", 2)})) == \
         "spec.xgbReplicaSpecs[Master].replicas: Forbidden: must be 1"
-    # S1: an omitted Master replicas is defaulted to 1 before the rule (the original refuses it).
+    # docs/SEMANTICS.md S1: an omitted Master replicas is defaulted to 1 before the rule (the original refuses it).
     assert specs_of(admit(xgboostjob({"Master": replica("xgboost")})))["Master"]["replicas"] == 1
 
 

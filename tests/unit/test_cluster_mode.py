@@ -1,6 +1,6 @@
 """Cluster mode (`phalanx operator` against real kubelets): the pods, Services and
 PodGroup the operator builds from the seed manifests, field for field as the
-original does (reference §4.2, §4.4, §4.5, §5.1, §5.2, §7); the operator's flags;
+original does (docs/REFERENCE.md §4.2, §4.4, §4.5, §5.1, §5.2, §7); the operator's flags;
 how it tells Phalanx node agents from kubelets; the namespace-scoped client."""
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def test_seed_tfjob_tf_config_uses_cluster_dns_names_and_declared_ports():
 
 
 def test_gang_scheduler_name_rules():
-    # §4.5/§7: another gang name is used only where the template leaves schedulerName empty.
+    # docs/REFERENCE.md §4.5/§7: another gang name is used only where the template leaves schedulerName empty.
     job = seed("pytorchjob.yaml")
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = "default-scheduler"
     w = started(job, reconcile_options("phalanx", local_runtime=False))

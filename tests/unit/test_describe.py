@@ -1,5 +1,5 @@
-"""`describe` against real kubectl 1.32 output (k8s-golden/kubectl-output 17 and
-18; the pod is exchange 58's body, its events exchange 55's), plus the
+"""`describe` against real kubectl 1.32 output (docs/REFERENCE.md kubectl-output 17 and
+18; the pod is docs/REFERENCE.md golden 58's body, its events docs/REFERENCE.md golden 55's), plus the
 describers' other branches."""
 from __future__ import annotations
 

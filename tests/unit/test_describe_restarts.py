@@ -1,4 +1,4 @@
-"""`describe` of a job shows its restart accounting (SEMANTICS S2/S3): per replica
+"""`describe` of a job shows its restart accounting (docs/SEMANTICS.md S2/S3): per replica
 type Active / Succeeded / Failed / Restarts, `Restart Count: N (backoffLimit M)`,
 and the podRestarts bookkeeping one line per pod; a job without counters keeps
 kubectl's generic output exactly (see test_describe.GOLDEN_18)."""

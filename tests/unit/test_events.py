@@ -1,4 +1,4 @@
-"""EventRecorder: v1 Event shape (golden 54) and client-go-style correlation."""
+"""EventRecorder: v1 Event shape (docs/REFERENCE.md golden 54) and client-go-style correlation."""
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,4 @@
-"""JAXJob plugin: env (docs/REFERENCE.md §5.5, S10), job-role (§4.2), status rules (§6.8, S7, S11)."""
+"""JAXJob plugin: env (docs/REFERENCE.md §5.5, docs/SEMANTICS.md S10), job-role (docs/REFERENCE.md §4.2), status rules (docs/REFERENCE.md §6.8, docs/SEMANTICS.md S7, S11)."""
 from __future__ import annotations
 
 import json
@@ -21,7 +21,7 @@ SEL = ("training.kubeflow.org/job-name=jx,training.kubeflow.org/operator-name=ja
 
 
 def jax_job(workers: int = 3, policy: str = "Never", backoff: int | None = 3, **run_policy) -> dict:
-    """A JAXJob as admission stores it (S1: defaults persisted)."""
+    """A JAXJob as admission stores it (docs/SEMANTICS.md S1: defaults persisted)."""
     rp = {"cleanPodPolicy": "None", "suspend": False, **run_policy}
     if backoff is not None:
         rp["backoffLimit"] = backoff

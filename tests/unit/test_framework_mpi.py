@@ -1,4 +1,4 @@
-"""MPIJob plugin: launcher/worker pods, ConfigMap and RBAC (docs/REFERENCE.md §5.6), status rules (§6.5, S7, S11).
+"""MPIJob plugin: launcher/worker pods, ConfigMap and RBAC (docs/REFERENCE.md §5.6), status rules (docs/REFERENCE.md §6.5, docs/SEMANTICS.md S7, S11).
 
 Driven through the pure reconciler with a fake clock, in both modes: Kubernetes
 (the original's kubectl-delivery, ServiceAccount, Role, RoleBinding) and the
@@ -30,7 +30,7 @@ LAUNCHER_COMMAND = ["mpirun", "-np", "2", "python3", "pi.py"]
 
 def mpi_job(workers: int | None = 2, launcher_policy: str = "Never", worker_policy: str = "Never",
             backoff: int | None = 3, **spec_extra) -> dict:
-    """An MPIJob as admission stores it (S1: defaults persisted)."""
+    """An MPIJob as admission stores it (docs/SEMANTICS.md S1: defaults persisted)."""
     def replica(n: int, policy: str, command: list[str] | None) -> dict:
         c = {"name": "mpi", "image": "mpioperator/mpi-pi", "imagePullPolicy": "IfNotPresent",
              "ports": [{"name": "mpi-port", "containerPort": 9999, "protocol": "TCP"}]}
@@ -448,7 +448,7 @@ def test_launcher_running_then_success_step_by_step():
                               ("Succeeded", "True", "MPIJobSucceeded")]
     assert w.status["completionTime"] == "2026-01-01T12:00:10Z"
     assert ("Normal", "MPIJobSucceeded", "MPIJob pi is successfully completed.") in plan.events
-    # cleanPodPolicy None: the sleeping workers are kept, never restarted (S5).
+    # cleanPodPolicy None: the sleeping workers are kept, never restarted (docs/SEMANTICS.md S5).
     assert sorted(plan.stop_restarting) == WORKERS and plan.delete_pods == []
     assert_fixpoint(w)
 
@@ -476,7 +476,7 @@ def test_worker_failure_under_never_fails_the_job():
     assert w.status["conditions"][-1]["message"] == msg
     assert ("Normal", "MPIJobFailed", msg) in plan.events
     assert w.status["completionTime"]
-    assert sorted(plan.delete_pods) == PODS  # S5: a failed job's pods all go
+    assert sorted(plan.delete_pods) == PODS  # docs/SEMANTICS.md S5: a failed job's pods all go
 
 
 def test_evicted_worker_under_never_fails_the_job_as_evicted():
@@ -567,7 +567,7 @@ def test_rules_launcher_drives_running_and_success():
     assert conds == []  # workers alone never make the job Running
     conds, _, status = run_rules([rs("Launcher", 1, succeeded=1), rs("Worker", 2, failed=2)])
     assert conds == [("Succeeded", "True", "MPIJobSucceeded", "MPIJob pi is successfully completed.")]
-    assert status["completionTime"] == "2026-01-01T00:00:00Z"  # S11
+    assert status["completionTime"] == "2026-01-01T00:00:00Z"  # docs/SEMANTICS.md S11
 
 
 def test_rules_failures():

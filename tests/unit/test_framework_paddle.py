@@ -1,4 +1,4 @@
-"""PaddleJob plugin: env (docs/REFERENCE.md §5.4, S10), job-role (§4.2), status rules (§6.7, S7, S11)."""
+"""PaddleJob plugin: env (docs/REFERENCE.md §5.4, docs/SEMANTICS.md S10), job-role (docs/REFERENCE.md §4.2), status rules (docs/REFERENCE.md §6.7, docs/SEMANTICS.md S7, S11)."""
 from __future__ import annotations
 
 import json
@@ -25,7 +25,7 @@ SEL = ("training.kubeflow.org/job-name=pd,training.kubeflow.org/operator-name=pa
 
 def paddle_job(master: int | None = None, workers: int | None = 3, policy: str = "OnFailure",
                backoff: int | None = 3, worker_first: bool = False, **run_policy) -> dict:
-    """A PaddleJob as admission stores it (S1); collective mode unless ``master``."""
+    """A PaddleJob as admission stores it (docs/SEMANTICS.md S1); collective mode unless ``master``."""
     def spec(n: int) -> dict:
         return {"replicas": n, "restartPolicy": policy, "template": {"spec": {"containers": [{
             "name": "paddle", "image": IMAGE, "command": list(COMMAND),

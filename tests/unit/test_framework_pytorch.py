@@ -1,4 +1,4 @@
-"""PyTorchJob plugin: env (docs/REFERENCE.md P3, docs/REFERENCE.md §5.1), init container, status rules (§6.3, S7)."""
+"""PyTorchJob plugin: env (docs/REFERENCE.md P3, docs/REFERENCE.md §5.1), init container, status rules (docs/REFERENCE.md §6.3, docs/SEMANTICS.md S7)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone

@@ -1,4 +1,4 @@
-"""TFJob plugin: TF_CONFIG (docs/REFERENCE.md T2, docs/REFERENCE.md §5.2) and status rules (T1, §6.4, S7)."""
+"""TFJob plugin: TF_CONFIG (docs/REFERENCE.md T2, docs/REFERENCE.md §5.2) and status rules (docs/REFERENCE.md T1, docs/REFERENCE.md §6.4; docs/SEMANTICS.md S7)."""
 from __future__ import annotations
 
 import json
@@ -106,7 +106,7 @@ def running(job=None) -> World:
 
 
 def test_t1_normal_run_succeeds_when_worker_0_completes():
-    # docs/REFERENCE.md T1 (seed 002) with the original's rule (S7): default successPolicy -> worker-0.
+    # docs/REFERENCE.md T1 (seed 002) with the original's rule (docs/SEMANTICS.md S7): default successPolicy -> worker-0.
     w = started(tf_job())
     w.running("tftest-ps-0")
     w.step()

@@ -1,4 +1,4 @@
-"""XGBoostJob plugin: env (docs/REFERENCE.md §5.3, S10), job-role (§4.2), status rules (§6.6, S7, S11)."""
+"""XGBoostJob plugin: env (docs/REFERENCE.md §5.3, docs/SEMANTICS.md S10), job-role (docs/REFERENCE.md §4.2), status rules (docs/REFERENCE.md §6.6, docs/SEMANTICS.md S7, S11)."""
 from __future__ import annotations
 
 import json
@@ -20,7 +20,7 @@ PODS = ["xgb-master-0", "xgb-worker-0", "xgb-worker-1"]
 
 def xgb_job(master: int | None = 1, workers: int | None = 2, policy: str = "Never", backoff: int | None = 3,
             worker_first: bool = False, **run_policy) -> dict:
-    """An XGBoostJob as admission stores it (S1: defaults persisted)."""
+    """An XGBoostJob as admission stores it (docs/SEMANTICS.md S1: defaults persisted)."""
     def spec(n: int) -> dict:
         return {"replicas": n, "restartPolicy": policy, "template": {"spec": {"containers": [{
             "name": "xgboost", "image": IMAGE, "command": list(COMMAND),
@@ -175,7 +175,7 @@ def test_s7_master_success_sets_running_then_succeeded_with_completion_time():
 @pytest.mark.parametrize("policy,ctype,reason,verb", [
     ("ExitCode", "Restarting", "XGBoostJobRestarting", "is restarting"),
     ("Never", "Failed", "XGBoostJobFailed", "is failed"),
-    ("OnFailure", "Failed", "XGBoostJobFailed", "is failed"),  # unlike PyTorch (§6.6)
+    ("OnFailure", "Failed", "XGBoostJobFailed", "is failed"),  # unlike PyTorch (docs/REFERENCE.md §6.6)
     ("Always", "Failed", "XGBoostJobFailed", "is failed"),
 ])
 @pytest.mark.parametrize("rtype", ["Master", "Worker"])
@@ -258,7 +258,7 @@ def test_s7_worker_failure_under_never_fails_the_job_and_cleans_up():
     assert w.status["conditions"][-1]["message"] == msg
     assert w.status["completionTime"] == "2026-01-01T12:00:05Z"
     assert ("Normal", "XGBoostJobFailed", msg) in plan.events
-    # S5: on failure every pod and service goes, whatever cleanPodPolicy says; PodGroup deleted.
+    # docs/SEMANTICS.md S5: on failure every pod and service goes, whatever cleanPodPolicy says; PodGroup deleted.
     assert sorted(plan.delete_pods) == PODS and sorted(plan.delete_services) == PODS
     assert plan.podgroup_delete
     assert_fixpoint(w)

@@ -1,5 +1,5 @@
 """Garbage collector: background cascading deletion by ownerReferences
-(golden 67-69: deleting a PyTorchJob removes its PodGroup and pods)."""
+(docs/REFERENCE.md golden 67-69: deleting a PyTorchJob removes its PodGroup and pods)."""
 from __future__ import annotations
 
 import asyncio

@@ -135,7 +135,7 @@ def test_p1_normal_run_step_by_step():
         assert pod["metadata"]["ownerReferences"] == [OWNER]
         assert env_of(pod)["RANK"] == env_of(pod)["PET_NODE_RANK"] == str(i + 1)
         assert [c["name"] for c in pod["spec"]["initContainers"]] == ["init-pytorch"]
-    # The next round records the pods it sees (S2: one that vanishes later was deleted from outside).
+    # The next round records the pods it sees (docs/SEMANTICS.md S2: one that vanishes later was deleted from outside).
     plan = w.step()
     assert plan.status["podRestarts"] == {n: {"uid": w.pods[n]["metadata"]["uid"]} for n in PODS}
     assert plan.events == [] and "restartCount" not in plan.status
@@ -216,7 +216,7 @@ def test_clean_pod_policy_running_deletes_running_and_pending_pods_only():
     assert_fixpoint(w)
 
 
-# ------------------------------------------------------------------------ gating (S8)
+# ------------------------------------------------------------------------ gating (docs/SEMANTICS.md S8)
 
 
 def test_no_service_or_pod_while_podgroup_is_not_admitted():
@@ -290,11 +290,11 @@ def test_template_restart_policy_is_overwritten_with_a_warning():
                          "Restart policy in pod template will be overwritten by restart policy in replica spec")]
 
 
-# --------------------------------------------------------------------- PodGroup sync (S11)
+# --------------------------------------------------------------------- PodGroup sync (docs/SEMANTICS.md S11)
 
 
 def test_podgroup_is_not_rewritten_when_its_spec_is_unchanged():
-    # S11: the original updates the PodGroup on every reconcile (status churn).
+    # docs/SEMANTICS.md S11: the original updates the PodGroup on every reconcile (status churn).
     w = started()
     w.podgroup["spec"]["minResources"] = {"cpu": "4000m", "memory": "419430400"}  # same quantities
     w.podgroup["metadata"]["resourceVersion"] = "7"
@@ -311,11 +311,11 @@ def test_podgroup_is_updated_when_the_job_changes_and_keeps_an_existing_queue():
     assert upd["status"] == w.podgroup["status"]
 
 
-# ------------------------------------------------------------------ slots, order, S11
+# ------------------------------------------------------------------ slots, order, docs/SEMANTICS.md S11
 
 
 def test_replicas_zero_creates_nothing_and_does_not_loop():
-    # S11 / kubeflow#1709: the original creates and deletes worker-0 forever.
+    # docs/SEMANTICS.md S11 / kubeflow#1709: the original creates and deletes worker-0 forever.
     w = started(pytorch_job(workers=0))
     assert sorted(w.pods) == ["pytest-master-0"] and sorted(w.services) == ["pytest-master-0"]
     assert_fixpoint(w)

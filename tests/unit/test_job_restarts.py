@@ -23,7 +23,7 @@ def running_world(job=None, **kw) -> World:
     return w
 
 
-# ----------------------------------------------------------------------------- S2
+# ----------------------------------------------------------------------------- docs/SEMANTICS.md S2
 
 
 def test_s2_in_place_restart_is_counted_once_per_restart():
@@ -93,7 +93,7 @@ def test_failed_pod_under_on_failure_is_deleted_and_recreated_with_restarting_co
     assert_fixpoint(w)
 
 
-# ----------------------------------------------------------------------------- S3
+# ----------------------------------------------------------------------------- docs/SEMANTICS.md S3
 
 
 def test_s3_backoff_limit_n_allows_n_restarts_and_the_next_failure_fails_the_job():
@@ -111,7 +111,7 @@ def test_s3_backoff_limit_n_allows_n_restarts_and_the_next_failure_fails_the_job
                          "exited with code 1 (Error)")
     assert w.status["conditions"][-1]["message"] == msg
     assert w.status["completionTime"] == format_time(w.now)
-    # S5: on failure everything of the job goes, whatever cleanPodPolicy says.
+    # docs/SEMANTICS.md S5: on failure everything of the job goes, whatever cleanPodPolicy says.
     assert plan.delete_pods == PODS and plan.delete_services == PODS and plan.podgroup_delete
     assert ("Normal", "PyTorchJobFailed", msg) in plan.events
     assert ("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup") in plan.events
@@ -149,7 +149,7 @@ def test_s3_all_workers_failing_fails_the_job_before_the_master_completes():
     assert w.state() == "Failed" and sorted(plan.delete_pods) == PODS
 
 
-# ------------------------------------------------------------------------ ExitCode (S6)
+# ------------------------------------------------------------------------ ExitCode (docs/SEMANTICS.md S6)
 
 
 @pytest.mark.parametrize("code, retryable", [
@@ -181,7 +181,7 @@ def test_s6_exit_code_retryable_pod_is_recreated_and_counts_toward_backoff():
 
 
 def test_s6_exit_code_permanent_failure_fails_the_job_with_a_completion_time():
-    # S11: the original sets Failed without completionTime on this path.
+    # docs/SEMANTICS.md S11: the original sets Failed without completionTime on this path.
     w = running_world(tf_job(worker_policy="ExitCode"))
     w.failed("tftest-worker-1", exit_code=1)
     plan = w.step()
@@ -195,7 +195,7 @@ def test_s6_exit_code_permanent_failure_fails_the_job_with_a_completion_time():
     assert "restartCount" not in w.status
 
 
-# --------------------------------------------------------------------------- S7 Never
+# --------------------------------------------------------------------------- docs/SEMANTICS.md S7 Never
 
 
 def test_s7_a_replica_failing_under_never_fails_the_pytorchjob():
@@ -205,7 +205,7 @@ def test_s7_a_replica_failing_under_never_fails_the_pytorchjob():
     assert w.conditions()[-1] == ("Failed", "True", "PyTorchJobFailed")
     assert w.status["conditions"][-1]["message"] == "PyTorchJob pytest is failed because 1 Worker replica(s) failed."
     assert w.status["completionTime"]
-    assert plan.delete_pods == PODS and plan.delete_services == PODS  # S5: the failed one too
+    assert plan.delete_pods == PODS and plan.delete_services == PODS  # docs/SEMANTICS.md S5: the failed one too
 
 
 def test_s11_running_pod_being_deleted_is_not_counted_as_failed_under_never():
@@ -216,7 +216,7 @@ def test_s11_running_pod_being_deleted_is_not_counted_as_failed_under_never():
     assert "failed" not in w.status["replicaStatuses"]["Worker"]
 
 
-# ------------------------------------------------------------------------------- S4
+# ------------------------------------------------------------------------------- docs/SEMANTICS.md S4
 
 
 def test_s4_deadline_is_enforced_when_it_passes_not_at_the_next_event():
@@ -250,7 +250,7 @@ def test_s4_no_deadline_before_start_time():
     assert plan.requeue_after is None and w.state() == "Created"
 
 
-# ------------------------------------------------------------------------------- S5
+# ------------------------------------------------------------------------------- docs/SEMANTICS.md S5
 
 
 def test_s5_pods_of_a_finished_job_are_never_restarted():
@@ -308,7 +308,7 @@ def test_s5_kept_running_pods_are_marked_never_to_restart_once():
     assert w.step().stop_restarting == []
 
 
-# ---------------------------------------------- S2: failures counted as they happen (P7)
+# ---------------------------------------------- docs/SEMANTICS.md S2: failures counted as they happen (P7)
 
 
 def exited(w: World, n: str, exit_code: int, restarts: int = 0) -> None:
@@ -416,7 +416,7 @@ def test_s2_an_init_container_failing_under_on_failure_counts():
     assert w.status["restartCount"] == 2  # one restart done, one failure waiting for its restart
 
 
-# ------------------------------------------------- S2: pods deleted from outside (P8)
+# ------------------------------------------------- docs/SEMANTICS.md S2: pods deleted from outside (P8)
 
 
 def test_s2_p8_a_pod_deleted_from_outside_is_a_restart_and_is_recreated():
@@ -517,11 +517,11 @@ def test_s2_a_failed_pod_the_job_recreates_is_counted_once_not_again_when_it_is_
     assert w.status["restartCount"] == 1
 
 
-# ----------------------------------- S3: no restart left -> the agent restarts no failure
+# ----------------------------------- docs/SEMANTICS.md S3: no restart left -> the agent restarts no failure
 
 
 def test_s3_once_no_restart_is_left_the_pods_are_marked_and_the_next_failure_is_not_restarted():
-    # P7/C3: the agent restarts the first failure of a container at once; once backoffLimit leaves
+    # docs/REFERENCE.md P7, C3: the agent restarts the first failure of a container at once; once backoffLimit leaves
     # no restart it must not, or a restart that was not granted would start and be killed.
     w = running_world(pytorch_job(backoff=1))
     assert w.step().stop_failure_restarts == []

@@ -29,7 +29,7 @@ def test_s11_replicas_zero_does_not_create_and_delete_a_pod_forever():
 
 
 def test_s11_exit_code_permanent_failure_of_a_pytorchjob_has_a_completion_time_and_ttl_works():
-    # Reference §3.7: PyTorch/Paddle/JAX jobs failed through the ExitCode permanent path never got
+    # docs/REFERENCE.md §3.7: PyTorch/Paddle/JAX jobs failed through the ExitCode permanent path never got
     # completionTime, so with ttlSecondsAfterFinished every later reconcile errored and the job
     # was never deleted.
     w = started(pytorch_job(policy="ExitCode", ttlSecondsAfterFinished=10))

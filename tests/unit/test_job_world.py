@@ -31,7 +31,7 @@ def _template(container: str, port_name: str, port: int) -> dict:
 
 def pytorch_job(name: str = "pytest", master: int | None = 1, workers: int | None = 3, policy: str = "OnFailure",
                 backoff: int | None = 3, **run_policy) -> dict:
-    """The seed PyTorchJob as admission stores it (S1: defaults persisted)."""
+    """The seed PyTorchJob as admission stores it (docs/SEMANTICS.md S1: defaults persisted)."""
     specs = {}
     if master is not None:
         specs["Master"] = {"replicas": master, "restartPolicy": policy,

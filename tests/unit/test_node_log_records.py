@@ -1,5 +1,5 @@
 """Logs that outlive their pods: pod records, the LogProvider for deleted pods and
-jobs, and the janitor that removes them with the job (SEMANTICS S5), over a
+jobs, and the janitor that removes them with the job (docs/SEMANTICS.md S5), over a
 real Store + LocalClient and a temporary state directory."""
 from __future__ import annotations
 

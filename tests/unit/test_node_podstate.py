@@ -1,6 +1,6 @@
 """The pod state machine (phalanx.node.podstate), with a fake clock.
 
-Shapes follow the golden kubelet status patches (k8s-golden exchanges 47-51)
+Shapes follow the golden kubelet status patches (docs/REFERENCE.md golden 47-51)
 and the seed 000 watch sequences.
 """
 from __future__ import annotations
@@ -277,7 +277,7 @@ def test_multi_container_on_failure_phase():
 
 
 def test_crash_loop_backoff_message_and_wakeup_match_golden():
-    # Golden exchange 50: restartCount 2, the third run failed: back-off 20s.
+    # docs/REFERENCE.md golden 50: restartCount 2, the third run failed: back-off 20s.
     last = Termination(exit_code=1, started_at=at(11), finished_at=at(21), container_id="phalanx://x")
     o = ContainerObservation(name="pytorch", container_id="phalanx://x", started_at=at(11), terminated=last,
                              restart_count=2, backoff_count=2)
@@ -556,7 +556,7 @@ def test_s5_no_restart_annotation_turns_always_into_never():
     ("OnFailure", 1, False), ("Always", 1, False), ("Always", 0, True), ("OnFailure", 0, False),
 ])
 def test_s3_no_restart_on_failure_annotation_stops_failure_restarts_only(policy, code, restarts):
-    # The job controller marks its pods once backoffLimit leaves no restart (SCENARIOS C3/P7): a
+    # The job controller marks its pods once backoffLimit leaves no restart (docs/REFERENCE.md C3/P7): a
     # container that exits non-zero is not restarted — not even the first, immediate restart —
     # so the pod fails and the job fails without a restart that was not granted. A clean exit
     # under Always is no failure and still restarts.

@@ -1,5 +1,5 @@
 """kubectl-style tables, ages, watch rows and -o yaml/json, checked against the
-real kubectl 1.32 / apiserver 1.36 output kept in k8s-golden/kubectl-output
+real kubectl 1.32 / apiserver 1.36 output kept in docs/REFERENCE.md kubectl-output NN
 (the objects below are the golden exchanges' bodies, trimmed to the fields the
 printers read)."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool = False) -> str
 
 
 # --------------------------------------------------------------------------
-# The five pods of exchanges 48-51, 60 and 64 (kubectl-output 15, 16, 28, 29)
+# The five pods of docs/REFERENCE.md golden 48-51, 60 and 64 (kubectl-output 15, 16, 28, 29)
 # --------------------------------------------------------------------------
 
 INIT_DONE = {"name": "init-pytorch", "state": {"terminated": {

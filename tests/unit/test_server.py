@@ -1,5 +1,5 @@
 """The HTTP API over a real Store + LocalClient on a loopback port, exercised
-through HttpClient and raw requests (Status shapes as in k8s-golden/exchanges)."""
+through HttpClient and raw requests (Status shapes as in docs/REFERENCE.md golden NN)."""
 from __future__ import annotations
 
 import asyncio
@@ -388,7 +388,7 @@ async def test_merge_patch_on_status_subresource(api):
                                  {"status": {"conditions": [{"type": "Created", "status": "True"}]}},
                                  subresource="status")
     assert out["status"]["conditions"][0]["type"] == "Created"
-    # PodGroup has no status subresource: like golden 39, it reads as a missing object
+    # PodGroup has no status subresource: like docs/REFERENCE.md golden 39, it reads as a missing object
     status, body = await raw(api, "PATCH", "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups/x/status",
                              {"status": {}}, content_type="application/merge-patch+json")
     assert status == 404 and body["message"] == 'podgroups.scheduling.volcano.sh "x" not found'
@@ -423,7 +423,7 @@ def test_strategic_merge_directives():
 # --------------------------------------------------------------------------
 
 async def test_delete_returns_status_for_immediate_and_object_for_graceful(api):
-    # Golden 67's shape, on a custom resource deleted at once (jobs are deleted
+    # docs/REFERENCE.md golden 67's shape, on a custom resource deleted at once (jobs are deleted
     # in the foreground: tests/unit/test_server_kubectl.py).
     created = await api.client.create(queue("q1"))
     status, body = await raw(api, "DELETE", QUEUES + "/q1", {"propagationPolicy": "Background"})

@@ -261,7 +261,7 @@ async def test_patch_with_an_unknown_field(api):
     patch = {"spec": {"runPolicy": {"backoffLimits": 3}}}
     status, body, _ = await call(api, "PATCH", JOBS + "/pytest?fieldValidation=Strict", patch,
                                  content_type="application/merge-patch+json")
-    assert status == 422 and body["reason"] == "Invalid"  # golden 36
+    assert status == 422 and body["reason"] == "Invalid"  # docs/REFERENCE.md golden 36
     assert body["message"].startswith(' "" is invalid: patch: Invalid value: "{\\"apiVersion\\":\\"kubeflow.org/v1\\"')
     assert body["message"].endswith('": strict decoding error: unknown field "spec.runPolicy.backoffLimits"')
     assert body["details"]["causes"][0]["field"] == "patch" and "name" not in body["details"]
@@ -284,7 +284,7 @@ async def test_patch_with_an_unknown_field(api):
 async def test_a_job_is_deleted_in_the_foreground_even_when_background_is_asked(api):
     await api.client.create(job())
     status, body, _ = await call(api, "DELETE", JOBS + "/pytest", {"propagationPolicy": "Background"})
-    assert status == 200 and body["kind"] == "PyTorchJob"  # golden 35: the object, still there
+    assert status == 200 and body["kind"] == "PyTorchJob"  # docs/REFERENCE.md golden 35: the object, still there
     assert body["metadata"]["finalizers"] == ["foregroundDeletion"] and body["metadata"]["deletionTimestamp"]
     assert api.store.get("PyTorchJob", "pytest", "default")["metadata"]["deletionGracePeriodSeconds"] == 0
 

@@ -1,6 +1,6 @@
 """OpenAPI v3 documents generated from the pydantic models: the shapes kubectl
-relies on (index with hashes as golden 09; per group-version documents as
-goldens 10/11: GVK extensions, PATCH operations taking fieldValidation,
+relies on (index with hashes as docs/REFERENCE.md golden 09; per group-version documents as
+docs/REFERENCE.md golden 10/11: GVK extensions, PATCH operations taking fieldValidation,
 components named like the apiserver's), and schemas whose fields are exactly
 the models' fields, with descriptions."""
 from __future__ import annotations
@@ -81,7 +81,7 @@ def walk(node: Any):
 
 
 # --------------------------------------------------------------------------
-# Index and hashes (golden 09)
+# Index and hashes (docs/REFERENCE.md golden 09)
 # --------------------------------------------------------------------------
 
 
@@ -127,7 +127,7 @@ def test_documents_are_fresh_copies():
 
 
 # --------------------------------------------------------------------------
-# Document shape (goldens 10, 11)
+# Document shape (docs/REFERENCE.md golden 10, 11)
 # --------------------------------------------------------------------------
 
 
@@ -208,7 +208,7 @@ def test_every_kind_has_a_patch_operation_taking_field_validation():
 def test_paths_and_operations_like_golden_11():
     d = doc("apis/scheduling.volcano.sh/v1beta1")
     base = "/apis/scheduling.volcano.sh/v1beta1"
-    assert sorted(d["paths"]) == [  # exactly golden 11's paths (PodGroup has no status subresource)
+    assert sorted(d["paths"]) == [  # exactly docs/REFERENCE.md golden 11's paths (PodGroup has no status subresource)
         f"{base}/namespaces/{{namespace}}/podgroups", f"{base}/namespaces/{{namespace}}/podgroups/{{name}}",
         f"{base}/podgroups", f"{base}/queues", f"{base}/queues/{{name}}", f"{base}/queues/{{name}}/status"]
     ops = {(p, m): (o["operationId"], o["x-kubernetes-action"]) for p, item in d["paths"].items()
@@ -235,13 +235,13 @@ def test_paths_and_operations_like_golden_11():
         (f"{base}/queues/{{name}}/status", "patch"): ("patchSchedulingVolcanoShV1beta1QueueStatus", "patch"),
     }
     item = d["paths"][f"{base}/namespaces/{{namespace}}/podgroups/{{name}}"]
-    assert [p["name"] for p in item["parameters"]] == ["name", "namespace", "pretty"]  # as golden 10/11
+    assert [p["name"] for p in item["parameters"]] == ["name", "namespace", "pretty"]  # as docs/REFERENCE.md golden 10/11
     assert [p["name"] for p in item["patch"]["parameters"]] == ["dryRun", "fieldManager", "fieldValidation", "force"]
     assert item["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/sh.volcano.scheduling.v1beta1.PodGroup"}
     assert item["get"]["tags"] == ["schedulingVolcanoSh_v1beta1"]
     assert doc("apis/kubeflow.org/v1")["paths"]["/apis/kubeflow.org/v1/namespaces/{namespace}/pytorchjobs/{name}"][
-        "get"]["operationId"] == "readKubeflowOrgV1NamespacedPyTorchJob"  # golden 10
+        "get"]["operationId"] == "readKubeflowOrgV1NamespacedPyTorchJob"  # docs/REFERENCE.md golden 10
 
 
 def test_patch_bodies_offer_no_strategic_merge_so_kubectl_uses_its_compiled_in_types():

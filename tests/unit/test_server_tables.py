@@ -1,5 +1,5 @@
 """Server-side Tables against the real apiserver's Table bodies (k8s-golden
-exchanges 13, 19, 20, 23, 26, 38, 42, 43, 52, 66, 69). The objects are those
+docs/REFERENCE.md golden 13, 19, 20, 23, 26, 38, 42, 43, 52, 66, 69). The objects are those
 exchanges' bodies trimmed to what the printers read; ``now`` is the response's
 Date header."""
 from __future__ import annotations
@@ -125,7 +125,7 @@ JOB_COLUMNS = [
 
 def test_pytorchjob_single_and_list_tables_like_goldens_19_20_23():
     before = pytorchjob("296")
-    table = table_for("PyTorchJob", [before], T("2026-11-29T07:12:41Z"))  # golden 19: GET one object
+    table = table_for("PyTorchJob", [before], T("2026-11-29T07:12:41Z"))  # docs/REFERENCE.md golden 19: GET one object
     assert table == {
         "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": "296"},
         "columnDefinitions": JOB_COLUMNS,
@@ -139,7 +139,7 @@ def test_pytorchjob_single_and_list_tables_like_goldens_19_20_23():
     assert list(table["rows"][0]["object"]["metadata"]) == [
         "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "annotations"]
     running = table_for("PyTorchJob", [pytorchjob("300", ["Created", "Running"])], T("2026-11-29T07:12:48Z"),
-                        list_meta={"resourceVersion": "300", "continue": ""})  # golden 23
+                        list_meta={"resourceVersion": "300", "continue": ""})  # docs/REFERENCE.md golden 23
     assert running["metadata"] == {"resourceVersion": "300"}
     assert running["rows"][0]["cells"] == ["pytest", "Running", "7s"]
     tf = table_for("TFJob", [], T("2026-11-29T07:12:48Z"), list_meta={"resourceVersion": "9"})

@@ -120,7 +120,7 @@ def test_create_drops_status_with_status_subresource_and_pods_start_pending(stor
     assert store.create(pg)["status"] == {"phase": "Inqueue"}
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "las1"},
             "status": {"capacity": {"cpu": "16"}}}
-    assert store.create(node)["status"] == {"capacity": {"cpu": "16"}}  # golden 12: a kubelet registers so
+    assert store.create(node)["status"] == {"capacity": {"cpu": "16"}}  # docs/REFERENCE.md golden 12: a kubelet registers so
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}, "status": {"phase": "Terminating"}}
     assert store.create(ns)["status"] == {"phase": "Active"}
 
@@ -139,14 +139,14 @@ def test_builtin_kinds_without_generation(store: Store) -> None:
     svc = store.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "default"}})
     q = store.create({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}})
     assert "generation" not in node["metadata"] and "generation" not in svc["metadata"]
-    assert q["metadata"]["generation"] == 1  # a custom resource (golden 14)
+    assert q["metadata"]["generation"] == 1  # a custom resource (docs/REFERENCE.md golden 14)
 
 
 def test_create_twice_is_already_exists(store: Store) -> None:
     store.create(job())
     with pytest.raises(AlreadyExists) as e:
         store.create(job())
-    assert e.value.message == 'pytorchjobs.kubeflow.org "pytest" already exists'  # golden 17
+    assert e.value.message == 'pytorchjobs.kubeflow.org "pytest" already exists'  # docs/REFERENCE.md golden 17
     assert e.value.code == 409
 
 
@@ -210,7 +210,7 @@ def test_missing_api_version_is_filled_from_the_registry(store: Store) -> None:
 def test_get_not_found_and_namespace_required(store: Store) -> None:
     with pytest.raises(NotFound) as e:
         store.get("PyTorchJob", "pytest", "default")
-    assert e.value.message == 'pytorchjobs.kubeflow.org "pytest" not found'  # golden 15
+    assert e.value.message == 'pytorchjobs.kubeflow.org "pytest" not found'  # docs/REFERENCE.md golden 15
     with pytest.raises(NotFound, match='pods "x" not found'):
         store.get("Pod", "x", "default")
     with pytest.raises(BadRequest, match="namespace is required"):
@@ -250,7 +250,7 @@ def test_list_field_selectors_on_pods_and_events(store: Store) -> None:
                   "involvedObject": {"kind": "Pod", "name": "b", "namespace": "default", "uid": "u1"},
                   "reason": "Scheduled", "type": "Normal", "source": {"component": "volcano"}})
     fs = "involvedObject.kind=Pod,involvedObject.name=b,involvedObject.namespace=default,involvedObject.uid=u1"
-    assert len(store.list("Event", "default", field_selector=fs)[0]) == 1  # golden 55
+    assert len(store.list("Event", "default", field_selector=fs)[0]) == 1  # docs/REFERENCE.md golden 55
     assert len(store.list("Event", "default", field_selector="source=volcano,type=Normal")[0]) == 1
     assert store.list("Event", "default", field_selector="involvedObject.name=a")[0] == []
 
@@ -296,7 +296,7 @@ def test_update_with_stale_resource_version_conflicts(store: Store) -> None:
     stale["metadata"]["labels"] = {"edited": "true"}
     with pytest.raises(Conflict) as e:
         store.update(stale)
-    assert e.value.message == (  # golden 28
+    assert e.value.message == (  # docs/REFERENCE.md golden 28
         'Operation cannot be fulfilled on pytorchjobs.kubeflow.org "pytest": the object has been modified; '
         "please apply your changes to the latest version and try again")
     assert "labels" not in store.get("PyTorchJob", "pytest", "default")["metadata"]
@@ -360,7 +360,7 @@ def test_update_status_keeps_spec_and_metadata(store: Store) -> None:
 def test_podgroup_has_no_status_subresource(store: Store) -> None:
     created = store.create(podgroup())
     cur = dict(created, status={"phase": "Inqueue"})
-    out = store.update(cur)  # golden 40: the full PUT stores status and bumps generation
+    out = store.update(cur)  # docs/REFERENCE.md golden 40: the full PUT stores status and bumps generation
     assert out["status"] == {"phase": "Inqueue"}
     assert out["metadata"]["generation"] == 2
     out["status"] = {"phase": "Running", "running": 4}
@@ -414,7 +414,7 @@ def test_json_patch_failed_test_is_422_and_changes_nothing(store: Store) -> None
     with pytest.raises(PatchRejected) as e:
         store.patch("PyTorchJob", "pytest", "default", ops, "json")
     assert isinstance(e.value, Invalid)
-    assert e.value.to_status() == {  # golden 33 (minus details)
+    assert e.value.to_status() == {  # docs/REFERENCE.md golden 33 (minus details)
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": "the server rejected our request due to an error in our request",
         "reason": "Invalid", "code": 422}
@@ -482,7 +482,7 @@ def test_bound_pod_is_deleted_gracefully(store: Store, clock: FakeClock) -> None
     w = store.watch("Pod", since_rv=store.current_rv())
     clock.advance(5)
     out = store.delete("Pod", "p", "default")
-    assert out is not None  # golden 64: the pod stays, Terminating
+    assert out is not None  # docs/REFERENCE.md golden 64: the pod stays, Terminating
     assert out["metadata"]["deletionTimestamp"] == format_time(clock.now() + timedelta(seconds=30))
     assert out["metadata"]["deletionGracePeriodSeconds"] == 30
     assert out["metadata"]["generation"] == 2
@@ -522,7 +522,7 @@ def test_unbound_and_finished_pods_go_at_once(store: Store, clock: FakeClock) ->
     w = store.watch("Pod", since_rv=store.current_rv())
     assert store.delete("Pod", "unbound", "default") is None
     [(t, last)] = drain(w)
-    # golden 65: the last state shows the deletion stamp with a zero grace period
+    # docs/REFERENCE.md golden 65: the last state shows the deletion stamp with a zero grace period
     assert t == "DELETED"
     assert last["metadata"]["deletionTimestamp"] == format_time(clock.now())
     assert last["metadata"]["deletionGracePeriodSeconds"] == 0
@@ -681,7 +681,7 @@ async def test_watch_too_old_resource_version_is_gone(clock: FakeClock) -> None:
         store.create(job(f"j{i}"))
     with pytest.raises(Gone) as e:
         store.watch("PyTorchJob", since_rv="1")
-    assert e.value.message == "too old resource version: 1 (3)"  # golden 34 wording
+    assert e.value.message == "too old resource version: 1 (3)"  # docs/REFERENCE.md golden 34 wording
     assert e.value.code == 410 and e.value.reason == "Expired"
     w = store.watch("PyTorchJob", since_rv="3")
     assert [(await next_event(w)).object["metadata"]["name"] for _ in range(3)] == ["j3", "j4", "j5"]

@@ -53,7 +53,7 @@ DOC = {"foo": "bar", "baz": [1, 2, 3], "obj": {"a~b": 1, "c/d": 2}}
     ([{"op": "test", "path": "/baz", "value": [1, 2, 3.0]}], DOC),
     ([{"op": "replace", "path": "", "value": [1]}], [1]),
     ([{"op": "move", "from": "/baz/0", "path": "/baz/2"}], {**DOC, "baz": [2, 3, 1]}),
-    # golden 58: the apiserver accepts "replace" of a missing object key (acts as "add")
+    # docs/REFERENCE.md golden 58: the apiserver accepts "replace" of a missing object key (acts as "add")
     ([{"op": "replace", "path": "/obj/new", "value": 3}], {**DOC, "obj": {**DOC["obj"], "new": 3}}),
 ])
 def test_json_patch_ops(ops, result) -> None:

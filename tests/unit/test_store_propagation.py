@@ -1,5 +1,5 @@
 """Store deletion with a propagation policy: the garbage collector's finalizers
-(golden 35: Foreground leaves the object with deletionTimestamp, grace 0 and
+(docs/REFERENCE.md golden 35: Foreground leaves the object with deletionTimestamp, grace 0 and
 ``foregroundDeletion`` until they are removed)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Versioned, watchable object store with SQLite persistence (DESIGN.md "store/")."""
+"""Versioned, watchable object store with SQLite persistence (docs/ARCHITECTURE.md, layer store)."""
 from phalanx.store.errors import PatchRejected, PreconditionConflict
 from phalanx.store.rules import resource_name
 from phalanx.store.store import Store

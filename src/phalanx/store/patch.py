@@ -191,7 +191,7 @@ def _apply(doc: Any, op: dict[str, Any], i: int, room: int) -> tuple[Any, int]:
         doc, _ = _remove(doc, tokens, path)
         return doc, 0
     if kind == "replace":
-        # As the apiserver's json-patch library does (golden 58), replacing a
+        # As the apiserver's json-patch library does (docs/REFERENCE.md golden 58), replacing a
         # missing key of an object adds it; a list index must exist.
         if tokens and isinstance(_parent(doc, tokens, path), list):
             doc, _ = _remove(doc, tokens, path)

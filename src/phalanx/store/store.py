@@ -270,7 +270,7 @@ class Store:
             meta.pop(f, None)
         if rt.has_status and rt.kind != "Node":
             # Status is written through update_status only. Nodes keep theirs: a
-            # kubelet registers with its capacity (golden 12).
+            # kubelet registers with its capacity (docs/REFERENCE.md golden 12).
             obj.pop("status", None)
         if rt.kind in INITIAL_STATUS:
             obj["status"] = dict(INITIAL_STATUS[rt.kind])
@@ -387,11 +387,11 @@ class Store:
     ) -> Obj | None:
         """Delete. Returns the object when it stays (graceful pod deletion,
         finalizers), None when it is gone at once - or, with ``return_deleted``,
-        its last state (what the HTTP API answers: golden 65, 67).
+        its last state (what the HTTP API answers: docs/REFERENCE.md golden 65, 67).
 
         ``propagation_policy`` as the apiserver applies it: Foreground adds the
         ``foregroundDeletion`` finalizer (the garbage collector deletes the
-        dependents, then removes it: golden 35), Orphan the ``orphan``
+        dependents, then removes it: docs/REFERENCE.md golden 35), Orphan the ``orphan``
         finalizer (the collector unlinks the dependents); Background removes
         both; None keeps the finalizers as they are."""
         rt = resource_type(kind)
