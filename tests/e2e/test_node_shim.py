@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from phalanx.node import instancefiles as files
-from phalanx.node.runtime import SHIM
+from phalanx.node.spawn import SHIM
 from phalanx.node.shim import exec_candidates, start_ticks
 from tests.procfds import settled_fds
 

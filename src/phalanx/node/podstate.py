@@ -42,6 +42,7 @@ COMPLETED = "Completed"
 ERROR = "Error"
 OOM_KILLED = "OOMKilled"
 CONTAINER_CANNOT_RUN = "ContainerCannotRun"
+CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 
@@ -581,59 +582,3 @@ def rejected_status(pod: Obj, now: datetime, reason: str, message: str, *,
     conds = [c for c in old.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "PodScheduled"]
     status["conditions"] = conds
     return status
-
-
-CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
-_LOST_MESSAGE = "The container could not be located when the agent restarted. The container used to be Running"
-
-
-def observations_from_status(pod: Obj, now: datetime) -> dict[str, ContainerObservation]:
-    """What a previous agent reported, as observations, for containers of which
-    this agent finds no trace: no shim record on disk (the runtime adopts the
-    others with their real state, see runtime.ProcessRuntime.adopt).
-
-    Finished containers stay finished (a completed init container is not run
-    again); a container reported running is lost: it counts as terminated with
-    137 / ContainerStatusUnknown, and the restart policy decides what follows.
-    """
-    status = pod.get("status") or {}
-    out: dict[str, ContainerObservation] = {}
-    for key in ("initContainerStatuses", "containerStatuses"):
-        for st in status.get(key) or []:
-            if not isinstance(st, dict) or not isinstance(st.get("name"), str):
-                continue
-            state = st.get("state") or {}
-            last = _termination_from((st.get("lastState") or {}).get("terminated"))
-            restarts = st.get("restartCount") if isinstance(st.get("restartCount"), int) else 0
-            cid = st.get("containerID") or ""
-            current: Termination | None = None
-            if "running" in state:
-                started = parse_time((state.get("running") or {}).get("startedAt")) or now
-                current = Termination(exit_code=137, finished_at=now, started_at=started,
-                                      reason=CONTAINER_STATUS_UNKNOWN, message=_LOST_MESSAGE, container_id=cid)
-            elif "terminated" in state:
-                current = _termination_from(state.get("terminated"))
-            elif "waiting" in state and last is not None:
-                current, last = last, None  # backing off after that termination
-            if current is None:
-                if restarts == 0 and last is None:
-                    continue
-                out[st["name"]] = ContainerObservation(name=st["name"], last_termination=last,
-                                                       restart_count=restarts, backoff_count=restarts)
-                continue
-            out[st["name"]] = ContainerObservation(
-                name=st["name"], container_id=cid, started_at=current.started_at, terminated=current,
-                last_termination=last, restart_count=restarts, backoff_count=restarts)
-    return out
-
-
-def _termination_from(t: Any) -> Termination | None:
-    if not isinstance(t, dict):
-        return None
-    finished = parse_time(t.get("finishedAt"))
-    if finished is None:
-        return None
-    code = t.get("exitCode") if isinstance(t.get("exitCode"), int) else 0
-    return Termination(exit_code=code, finished_at=finished, started_at=parse_time(t.get("startedAt")),
-                       reason=t.get("reason") or "", message=t.get("message") or "",
-                       container_id=t.get("containerID") or "")
