@@ -18,10 +18,10 @@ from phalanx.api.constants import LABEL_JOB_NAME
 from phalanx.node import execctx
 from phalanx.node import instancefiles as files
 from phalanx.node.agent import NodeAgent
-from phalanx.node.podworker import PodWorker
 from phalanx.node.logs import pod_dir
 from phalanx.node.network import LocalNetwork
 from phalanx.node.podrecords import POD_META
+from phalanx.node.podworker import PodWorker
 from phalanx.node.processes import ProcessRuntime
 from phalanx.node.volumes import ROOT_DIR
 from phalanx.objects.clock import Clock
