@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 
 from phalanx.node.alloctable import AllocationTable
-from phalanx.node.names import is_dns_label
+from phalanx.objects.names import is_dns_label
 
 
 def host_names(name: str, namespace: str) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from phalanx.node.names import check_dns_label, check_dns_subdomain, check_uid
 from phalanx.node.podrecords import POD_META, PodRecord, PodRecords, mark_finished, pod_meta, write_json
 from phalanx.objects.errors import BadRequest, NotFound
+from phalanx.objects.meta import controller_uid
 
 _NAME_MAX = 255
 WORK_DIR = "work"
@@ -250,13 +251,6 @@ def _finished(job: dict) -> bool:
                for c in (job.get("status") or {}).get("conditions") or [])
 
 
-def _controller_uid(pod: dict) -> str | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller"):
-            return ref.get("uid")
-    return None
-
-
 # --------------------------------------------------------------------------- provider
 
 
@@ -398,7 +392,7 @@ class LogProvider:
             return True
         if not _finished(job):
             return False
-        return not any(_controller_uid(p) == juid and (p.get("status") or {}).get("phase") in
+        return not any(controller_uid(p) == juid and (p.get("status") or {}).get("phase") in
                        (None, "", "Pending", "Running") for p in live.values())
 
     # ------------------------------------------------------------------ helpers

@@ -27,9 +27,9 @@ from typing import Any, Iterator
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
 from phalanx.node.alloctable import AllocationTable, ip_of, readopt
 from phalanx.node.hostsfile import render_hosts
-from phalanx.node.names import is_dns_label
 from phalanx.node.nsswrapper import find_nss_wrapper, nss_wrapper_available
 from phalanx.objects.errors import FieldError, Invalid
+from phalanx.objects.names import is_dns_label
 
 log = logging.getLogger(__name__)
 

@@ -51,10 +51,10 @@ import sys
 import time
 
 # The C functions: ``signal``'s Python wrappers of these convert to enums, which
-# in a freshly forked shim costs ~60 copied pages (~0.2 ms).
-from _signal import SIG_DFL as _SIG_DFL  # type: ignore[import-not-found]
-from _signal import pthread_sigmask as _sigmask
-from _signal import signal as _setsig
+# in a freshly forked shim copies memory pages on every call.
+from _signal import SIG_DFL as _SIG_DFL  # type: ignore[import-not-found]  # noqa: PLC2701  # CPython's C module
+from _signal import pthread_sigmask as _sigmask  # noqa: PLC2701  # CPython's C module: no enum wrapping
+from _signal import signal as _setsig  # noqa: PLC2701  # CPython's C module: no enum wrapping
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 DEFAULTED = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores these; a program expects the default

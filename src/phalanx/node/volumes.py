@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Union
 
-from phalanx.node.names import is_dns_label, is_dns_subdomain
+from phalanx.objects.names import is_dns_label, is_dns_subdomain
 
 Obj = dict[str, Any]
 
