@@ -396,7 +396,7 @@ class LocalNetwork:
             return obj
         meta = subject.get("metadata") or {}
         name, ns = meta.get("name"), meta.get("namespace") or "default"
-        if not is_dns_label(name):
+        if not isinstance(name, str) or not is_dns_label(name):
             if op == "delete":
                 return obj
             raise Invalid([FieldError("metadata.name", "Invalid", "a Service name must be a DNS label", name)])

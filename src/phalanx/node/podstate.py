@@ -312,8 +312,8 @@ def decide(
     # what was reported; never run a terminal pod again.
     if frozen and all(obs(c.get("name", "")).not_started and obs(c.get("name", "")).restart_count == 0
                       for c in inits + containers):
-        status = copy.deepcopy(old_status)
-        return Decision([DeletePod()] if deleting else [], status, None, old_phase)
+        kept = copy.deepcopy(old_status)
+        return Decision([DeletePod()] if deleting else [], kept, None, str(old_phase))
 
     start_time = parse_time(old_status.get("startTime")) or now
     deadline = _active_deadline(spec, start_time)
@@ -335,6 +335,7 @@ def decide(
                                               backoff_count=o.backoff_count))
             return _Eval({"waiting": {"reason": waiting_reason}}, last, ready=False, started=False)
         if o.running:
+            assert o.started_at is not None
             return _Eval({"running": {"startedAt": format_time(o.started_at)}}, last,
                          ready=not init, started=True, has_run=True)
         t = o.terminated
@@ -427,7 +428,7 @@ def decide(
         else:
             phase = FAILED
     if frozen:
-        phase = old_phase
+        phase = str(old_phase)  # a terminal phase
         reason, message = old_status.get("reason"), old_status.get("message")
     terminal = phase in TERMINAL_PHASES
 
@@ -555,7 +556,8 @@ _OWN_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "Contain
 def shutdown_status(pod: Obj, now: datetime) -> Obj:
     """The status of a pod stopped because its node shuts down (kubelet's
     graceful node shutdown): Failed, reason Terminated, DisruptionTarget True."""
-    status = copy.deepcopy(pod.get("status")) if isinstance(pod.get("status"), dict) else {}
+    old = pod.get("status")
+    status: Obj = copy.deepcopy(old) if isinstance(old, dict) else {}
     status["phase"] = FAILED
     status["reason"] = NODE_SHUTDOWN_REASON
     status["message"] = NODE_SHUTDOWN_MESSAGE
@@ -571,7 +573,8 @@ def shutdown_status(pod: Obj, now: datetime) -> Obj:
 def rejected_status(pod: Obj, now: datetime, reason: str, message: str, *,
                     pod_ip: str | None = None, host_ip: str = "127.0.0.1") -> Obj:
     """Status for a pod the agent refuses to run: phase Failed with a reason."""
-    old = pod.get("status") if isinstance(pod.get("status"), dict) else {}
+    reported = pod.get("status")
+    old: Obj = reported if isinstance(reported, dict) else {}
     status: Obj = {"hostIP": host_ip, "hostIPs": [{"ip": host_ip}]}
     if pod_ip:
         status.update(podIP=pod_ip, podIPs=[{"ip": pod_ip}])

@@ -234,7 +234,7 @@ class PodWorker:
         pod = self.pod
         if self.stopping:
             return
-        container = next((c for c in (pod["spec"].get("initContainers") or []) + pod["spec"]["containers"]
+        container: Obj = next((c for c in (pod["spec"].get("initContainers") or []) + pod["spec"]["containers"]
                           if c.get("name") == a.name), {})
         extra = host.network.resolver_env(self.name)
         if host.gpus.total:
@@ -323,9 +323,9 @@ class PodWorker:
         outcome, obj = await write_pod_status(self.host.client, self.pod, status)
         if outcome == "gone":
             self.removed = True
-        elif outcome == "moved":
+        elif outcome == "moved" and obj is not None:
             self.pod = obj
-        elif outcome == "written":
+        elif outcome == "written" and obj is not None:
             self.update(obj)
             self._writes += 1
         return outcome in ("unchanged", "written")

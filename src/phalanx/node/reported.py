@@ -32,7 +32,8 @@ def observations_from_status(pod: Obj, now: datetime) -> dict[str, ContainerObse
                 continue
             state = st.get("state") or {}
             last = _termination_from((st.get("lastState") or {}).get("terminated"))
-            restarts = st.get("restartCount") if isinstance(st.get("restartCount"), int) else 0
+            count = st.get("restartCount")
+            restarts = count if isinstance(count, int) else 0
             cid = st.get("containerID") or ""
             current: Termination | None = None
             if "running" in state:
@@ -61,7 +62,8 @@ def _termination_from(t: Any) -> Termination | None:
     finished = parse_time(t.get("finishedAt"))
     if finished is None:
         return None
-    code = t.get("exitCode") if isinstance(t.get("exitCode"), int) else 0
+    exit_code = t.get("exitCode")
+    code = exit_code if isinstance(exit_code, int) else 0
     return Termination(exit_code=code, finished_at=finished, started_at=parse_time(t.get("startedAt")),
                        reason=t.get("reason") or "", message=t.get("message") or "",
                        container_id=t.get("containerID") or "")
