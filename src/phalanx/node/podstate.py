@@ -206,7 +206,7 @@ def pod_ref(pod: Obj) -> str:
 
 def restart_policy(pod: Obj) -> str:
     """The pod's restartPolicy, except Never once the job controller marked the
-    pod of a finished job not to restart (annotation phalanx.dev/no-restart, S5)."""
+    pod of a finished job not to restart (annotation phalanx.dev/no-restart)."""
     if ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NO_RESTART) == "true":
         return "Never"
     return (pod.get("spec") or {}).get("restartPolicy") or ALWAYS
@@ -214,7 +214,7 @@ def restart_policy(pod: Obj) -> str:
 
 def restarts_failures(pod: Obj) -> bool:
     """False once the job controller marked the pod because its job's backoffLimit
-    leaves no restart (annotation phalanx.dev/no-restart-on-failure, S3): a
+    leaves no restart (annotation phalanx.dev/no-restart-on-failure): a
     container that exits non-zero is then not restarted in place."""
     anns = (pod.get("metadata") or {}).get("annotations") or {}
     return anns.get(ANNOTATION_NO_RESTART_ON_FAILURE) != "true"
