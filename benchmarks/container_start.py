@@ -30,7 +30,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from phalanx.node.runtime import ProcessRuntime
+from phalanx.node.processes import ProcessRuntime
 from phalanx.objects.clock import Clock
 
 

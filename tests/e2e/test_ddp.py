@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from phalanx.node.network import LocalNetwork, nss_wrapper_available, v4_mapped
+from phalanx.node.hostsfile import v4_mapped
+from phalanx.node.network import LocalNetwork
+from phalanx.node.nsswrapper import nss_wrapper_available
 from phalanx.objects.errors import NotFound
 from tests.scenarios.conftest import job_state, wait_until
 

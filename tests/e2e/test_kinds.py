@@ -27,7 +27,7 @@ import yaml
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
 from phalanx.cluster import EmbeddedCluster
 from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
-from phalanx.node.network import nss_wrapper_available
+from phalanx.node.nsswrapper import nss_wrapper_available
 from phalanx.objects.errors import NotFound
 from tests.scenarios.conftest import job_state, wait_until
 

@@ -210,7 +210,7 @@ async def test_an_oom_kill_by_the_watchdog_is_remembered_across_agents(tmp_path)
     """The watchdog marks the instance on disk before it kills it: an agent that
     starts after the kill still reports OOMKilled, not a plain 137."""
     from phalanx.node import instancefiles as files
-    from phalanx.node.runtime import ProcessRuntime
+    from phalanx.node.processes import ProcessRuntime
 
     p = pod("hog", ["sleep", "30"], resources={"limits": {"memory": "64Mi"}})
     p["metadata"]["uid"] = "0f0e0d0c-0000-4000-8000-00000000000a"

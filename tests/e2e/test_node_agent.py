@@ -18,8 +18,9 @@ from phalanx.api.pod import stopped_by_shutdown
 from phalanx.client.local import LocalClient
 from phalanx.node.agent import AgentConfig, NodeAgent, ensure_node
 from phalanx.node.logs import LogProvider
-from phalanx.node.network import LocalNetwork, nss_wrapper_available
-from phalanx.node.runtime import ProcessRuntime
+from phalanx.node.network import LocalNetwork
+from phalanx.node.nsswrapper import nss_wrapper_available
+from phalanx.node.processes import ProcessRuntime
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import NotFound
 from phalanx.store.store import Store

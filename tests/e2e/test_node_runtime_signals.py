@@ -12,7 +12,7 @@ import asyncio
 import psutil
 import pytest
 
-from phalanx.node.runtime import ProcessRuntime
+from phalanx.node.processes import ProcessRuntime
 from phalanx.objects.clock import Clock
 
 pytestmark = pytest.mark.e2e

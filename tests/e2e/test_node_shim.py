@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from phalanx.node import instancefiles as files
-from phalanx.node.runtime import SHIM
 from phalanx.node.shim import exec_candidates, start_ticks
+from phalanx.node.spawn import SHIM
 from tests.procfds import settled_fds
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(30)]

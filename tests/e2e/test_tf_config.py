@@ -18,7 +18,7 @@ import yaml
 
 from phalanx.cluster import EmbeddedCluster
 from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
-from phalanx.node.network import nss_wrapper_available
+from phalanx.node.nsswrapper import nss_wrapper_available
 from tests.scenarios.conftest import job_state, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -118,7 +118,7 @@ def test_manifest_files_of_a_directory(tmp_path):
         "a.json", "b.yaml", "c.yml", "sub/d.yaml"]
 
 
-HEAVY = ("phalanx.store", "phalanx.controller", "phalanx.scheduler", "phalanx.node.runtime", "phalanx.server",
+HEAVY = ("phalanx.store", "phalanx.controller", "phalanx.scheduler", "phalanx.node.processes", "phalanx.server",
          "phalanx.cluster", "phalanx.api.admission", "matplotlib", "aiohttp", "asyncio", "cryptography",
          "rich")
 

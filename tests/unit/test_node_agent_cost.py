@@ -17,11 +17,12 @@ import pytest
 from phalanx.api.constants import LABEL_JOB_NAME
 from phalanx.node import execctx
 from phalanx.node import instancefiles as files
-from phalanx.node.agent import NodeAgent, _PodWorker
+from phalanx.node.agent import NodeAgent
 from phalanx.node.logs import pod_dir
 from phalanx.node.network import LocalNetwork
 from phalanx.node.podrecords import POD_META
-from phalanx.node.runtime import ProcessRuntime
+from phalanx.node.podworker import PodWorker
+from phalanx.node.processes import ProcessRuntime
 from phalanx.node.volumes import ROOT_DIR
 from phalanx.objects.clock import Clock
 
@@ -180,9 +181,9 @@ def agent(tmp_path):
     return a
 
 
-def add_worker(agent: NodeAgent, name: str, ns: str = "default", job: str | None = None) -> _PodWorker:
+def add_worker(agent: NodeAgent, name: str, ns: str = "default", job: str | None = None) -> PodWorker:
     pod = make_pod(["true"], name=name, ns=ns, labels={LABEL_JOB_NAME: job} if job else {"app": name})
-    w = _PodWorker(agent, pod)  # not started: only its wake-up is looked at
+    w = PodWorker(agent, pod)  # not started: only its wake-up is looked at
     agent._workers[w.uid] = w
     agent._file_worker(w)
     return w
@@ -193,7 +194,7 @@ def service(name: str, selector: dict | None, ns: str = "default") -> dict:
             "spec": {"clusterIP": "None", **({"selector": selector} if selector is not None else {})}}
 
 
-def woken(workers: dict[str, _PodWorker]) -> list[str]:
+def woken(workers: dict[str, PodWorker]) -> list[str]:
     out = sorted(n for n, w in workers.items() if w._wake.is_set())
     for w in workers.values():
         w._wake.clear()
@@ -232,7 +233,7 @@ async def test_a_pod_whose_job_label_changes_is_refiled_and_forgotten_when_done(
     assert not w._wake.is_set()
     agent._on_service("ADDED", service("b", {LABEL_JOB_NAME: "b"}), None)
     assert w._wake.is_set()
-    agent._worker_done(w.uid)
+    agent.worker_done(w.uid)
     assert agent._by_job == {}
 
 

@@ -11,7 +11,8 @@ from phalanx.node.env import (
     container_env,
     expand,
 )
-from phalanx.node.runtime import base_env, exit_code_of
+from phalanx.node.instances import exit_code_of
+from phalanx.node.processes import base_env
 
 POD = {
     "metadata": {"name": "tftest-worker-0", "namespace": "ns1", "uid": "u-1",

@@ -8,7 +8,8 @@ import pytest
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
 from phalanx.node import initwait
-from phalanx.node.network import LocalNetwork, find_nss_wrapper, port_free, service_owner
+from phalanx.node.network import LocalNetwork, port_free, service_owner
+from phalanx.node.nsswrapper import find_nss_wrapper
 from phalanx.objects.errors import Invalid
 
 

@@ -18,10 +18,10 @@ from phalanx.node.podstate import (
     Termination,
     decide,
     go_duration,
-    observations_from_status,
     pod_problem,
     rejected_status,
 )
+from phalanx.node.reported import observations_from_status
 from phalanx.objects.clock import FakeClock, format_time
 
 T0 = datetime(2026, 11, 29, 7, 14, 40, tzinfo=timezone.utc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, LABEL_JOB_NAME
-from phalanx.node.agent import SERVICE_INDEX, NodeAgent, _service_index
+from phalanx.node.agent import SERVICE_INDEX, NodeAgent, service_index
 from phalanx.runtime.informer import Informer
 
 
@@ -24,16 +24,16 @@ def pod(labels: dict, ns: str = "default") -> dict:
 
 def agent_with(services: list[dict]) -> SimpleNamespace:
     inf = Informer(None, "Service")  # type: ignore[arg-type]
-    inf.add_index(SERVICE_INDEX, _service_index)
+    inf.add_index(SERVICE_INDEX, service_index)
     for s in services:
         inf._apply("ADDED", s)
     return SimpleNamespace(services=inf)
 
 
 def test_index_files_services_by_the_job_their_selector_names():
-    assert _service_index(svc("a", {LABEL_JOB_NAME: "j1", "x": "1"})) == ["default/=j1"]
-    assert _service_index(svc("b", {"app": "web"}, ns="ns2")) == ["ns2/*"]
-    assert _service_index(svc("c", None)) == [] and _service_index(svc("d", {})) == []
+    assert service_index(svc("a", {LABEL_JOB_NAME: "j1", "x": "1"})) == ["default/=j1"]
+    assert service_index(svc("b", {"app": "web"}, ns="ns2")) == ["ns2/*"]
+    assert service_index(svc("c", None)) == [] and service_index(svc("d", {})) == []
 
 
 def test_selecting_services_matches_like_a_full_scan():

@@ -21,8 +21,9 @@ import psutil
 import pytest
 
 from phalanx.node import instancefiles as files
-from phalanx.node import shimd
-from phalanx.node.runtime import ForkedShim, ProcessRuntime
+from phalanx.node import shimd, spawn
+from phalanx.node.instances import ForkedShim
+from phalanx.node.processes import ProcessRuntime
 from phalanx.node.shim import start_ticks
 from phalanx.node.shimclient import ShimdClient, ShimdDown, read_fd
 from phalanx.objects.clock import Clock
@@ -391,14 +392,14 @@ async def test_without_a_fork_server_shims_start_as_processes(state, caplog):
     (state / shimd.SOCKET_NAME).mkdir()  # no server can listen there
     (state / shimd.SOCKET_NAME / "x").touch()
     rt = ProcessRuntime(state, Clock(), cgroups="off")
-    with caplog.at_level(logging.WARNING, logger="phalanx.node.runtime"):
+    with caplog.at_level(logging.WARNING, logger="phalanx.node.spawn"):
         inst = await rt.start(pod(["sh", "-c", "exit 5"]), "main")
     assert isinstance(inst.shim, subprocess.Popen)
     assert (await done(inst)).exit_code == 5
     assert "no shim fork server" in caplog.text
     assert server_pids(state) == []
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="phalanx.node.runtime"):  # no new try for a while
+    with caplog.at_level(logging.WARNING, logger="phalanx.node.spawn"):  # no new try for a while
         inst = await rt.start(pod(["true"], name="q"), "main")
     assert isinstance(inst.shim, subprocess.Popen) and "no shim fork server" not in caplog.text
     assert (await done(inst)).exit_code == 0
@@ -421,8 +422,7 @@ async def test_many_concurrent_starts_share_one_fresh_server(rt, state):
 
 
 async def test_without_pidfds_the_exit_is_seen_through_the_lock(rt, monkeypatch):
-    from phalanx.node import runtime as runtime_mod
-    monkeypatch.setattr(runtime_mod, "_pidfd", lambda pid: None)  # a kernel before pidfd_open
+    monkeypatch.setattr(spawn, "pidfd", lambda pid: None)  # a kernel before pidfd_open
     inst = await rt.start(pod(["sh", "-c", "sleep 0.2; exit 6"]), "main")
     assert isinstance(inst.shim, ForkedShim) and inst.shim.pidfd is None
     assert (await done(inst)).exit_code == 6

@@ -30,7 +30,7 @@ from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
 from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.node.home import phalanx_home
-from phalanx.node.network import nss_wrapper_available
+from phalanx.node.nsswrapper import nss_wrapper_available
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import ApiError, NotFound
 from phalanx.scheduler.config import SchedulerConfig

@@ -1,13 +1,15 @@
 """The node agent: runs the pods bound to one node as local processes (a kubelet).
 
-One worker task per pod: observe the runtime, ask the pure state machine
-(``podstate.decide``) what to do, write the pod status when it changed, keep
-the hosts file in step (a Service's names resolve once its pod is ready), set
-the pod's volumes up before its first container starts (``volumes``: a missing
-ConfigMap keeps it ContainerCreating, with FailedMount events, until it
-exists), apply the actions, and sleep until a process exits, the pod or a
-ConfigMap it mounts changes, or the back-off expires. A weird pod is marked
-Failed with a reason; the agent never crashes on one.
+It watches Pods, Services and ConfigMaps, adopts what a previous agent left
+running, and runs one ``podworker.PodWorker`` per pod of its node: the worker
+observes the runtime, asks the pure state machine (``podstate.decide``) what to
+do, writes the pod status when it changed, keeps the hosts file in step (a
+Service's names resolve once its pod is ready), sets the pod's volumes up before
+its first container starts (``podmounts``: a missing ConfigMap keeps it
+ContainerCreating, with FailedMount events, until it exists), applies the
+actions, and sleeps until a process exits, the pod or a ConfigMap it mounts
+changes, or the back-off expires. A weird pod is marked Failed with a reason;
+the agent never crashes on one. It also registers the Node object.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import copy
 import logging
 import platform
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +26,17 @@ from phalanx import __version__
 from phalanx.api.constants import ANNOTATION_ADDRESS, LABEL_JOB_NAME
 from phalanx.client.interface import Client
 from phalanx.node import podstate
-from phalanx.node.gpus import RESOURCE as GPU_RESOURCE
-from phalanx.node.gpus import GpuAllocator, gpu_count, node_devices
-from phalanx.node.logs import pod_dir
-from phalanx.node.names import check_dns_label, check_dns_subdomain, check_uid
+from phalanx.node.gpus import GpuAllocator, node_devices
+from phalanx.node.names import check_dns_subdomain
 from phalanx.node.network import LocalNetwork, pod_owner
-from phalanx.node.podstate import BackoffConfig, DeletePod, KillPod, StartContainer
+from phalanx.node.podstate import BackoffConfig
+from phalanx.node.podworker import PodWorker
+from phalanx.node.processes import ProcessRuntime
 from phalanx.node.pyenv import PythonEnvironment
-from phalanx.node.runtime import ProcessRuntime
 from phalanx.node.statuswrite import write_pod_status
-from phalanx.node.volumes import VolumePlan, VolumeSpecError, materialise, plan_volumes, refresh_config_maps
 from phalanx.objects.clock import Clock, format_time
-from phalanx.objects.errors import AlreadyExists, Conflict, NotFound
-from phalanx.objects.meta import match_labels, resource_version
+from phalanx.objects.errors import AlreadyExists, Conflict
+from phalanx.objects.meta import match_labels
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.informer import Informer
 
@@ -47,10 +47,6 @@ Obj = dict[str, Any]
 HOST_IP = "127.0.0.1"
 COMPONENT = "kubelet"
 _FINISHED_MEMORY = 4096
-# A volume that cannot be set up (its ConfigMap is missing) is tried again on
-# the next sync: at once when the ConfigMap appears, else after this back-off.
-MOUNT_RETRY_BASE = 1.0
-MOUNT_RETRY_CAP = 16.0
 
 
 @dataclass
@@ -73,23 +69,6 @@ class AgentConfig:
         return BackoffConfig(base=self.backoff_base, cap=self.backoff_cap, reset_after=reset)
 
 
-def name_problem(pod: Obj) -> str | None:
-    """Names that would become paths must be DNS names; say which is not."""
-    meta = pod.get("metadata") or {}
-    try:
-        check_dns_label(meta.get("namespace") or "default", "metadata.namespace")
-        check_dns_subdomain(meta.get("name"), "metadata.name")
-        check_uid(meta.get("uid"))
-        spec = pod.get("spec") or {}
-        for field_name in ("initContainers", "containers"):
-            for i, c in enumerate(spec.get(field_name) or []):
-                check_dns_label(c.get("name") if isinstance(c, dict) else None, f"spec.{field_name}[{i}].name")
-    except ValueError as e:
-        return str(e)
-    return None
-
-
-
 class NodeAgent:
     """Runs the pods whose ``spec.nodeName`` is ``node_name``."""
 
@@ -102,6 +81,7 @@ class NodeAgent:
         self.state_dir = Path(self.config.state_dir or state_dir)
         self.network = network
         self.backoff = self.config.backoff()
+        self.host_ip = self.config.host_ip
         self.runtime = ProcessRuntime(self.state_dir, clock, node_name=node_name, cgroups=self.config.cgroups,
                                       oom_poll_interval=self.config.oom_poll_interval, on_exit=self._on_exit,
                                       environments=self.config.environments)
@@ -112,9 +92,9 @@ class NodeAgent:
         self.configmaps = Informer(client, "ConfigMap", transform=_metadata_only)
         self.allocatable: dict[str, str] = {}
         self.gpus = GpuAllocator(0)
-        self._workers: dict[str, _PodWorker] = {}
+        self._workers: dict[str, PodWorker] = {}
         # (namespace, job-name label) -> workers: a Service event wakes only the pods it can select.
-        self._by_job: dict[tuple[str, str | None], dict[str, _PodWorker]] = {}
+        self._by_job: dict[tuple[str, str | None], dict[str, PodWorker]] = {}
         self._finished: dict[str, None] = {}
         self._stop = asyncio.Event()
         self._stopping = False
@@ -127,7 +107,7 @@ class NodeAgent:
         await self.prepare()
         if self._stopping:
             return
-        self.services.add_index(SERVICE_INDEX, _service_index)
+        self.services.add_index(SERVICE_INDEX, service_index)
         self.services.add_handler(self._on_service)
         self.configmaps.add_handler(self._on_configmap)
         self.pods.add_handler(self._on_pod)
@@ -161,13 +141,13 @@ class NodeAgent:
         self._by_job.clear()
         self._stop.set()
 
-    async def _mark_shutdown(self, workers: list["_PodWorker"]) -> None:
+    async def _mark_shutdown(self, workers: list[PodWorker]) -> None:
         """Before the pods this agent runs are killed because it stops: mark
         each (Failed, DisruptionTarget TerminationByKubelet, as the kubelet's
         graceful node shutdown does) so the job controller recreates it at the
         next start instead of counting a failure. Marked first, so a crash
         while killing leaves the mark too."""
-        async def mark(w: "_PodWorker") -> None:
+        async def mark(w: PodWorker) -> None:
             pod = w.pod
             if w.removed or (pod.get("metadata") or {}).get("deletionTimestamp") \
                     or (pod.get("status") or {}).get("phase") in podstate.TERMINAL_PHASES \
@@ -195,7 +175,7 @@ class NodeAgent:
         node = next((n for n in nodes if (n.get("metadata") or {}).get("name") == self.node_name), {})
         self.allocatable = dict((node.get("status") or {}).get("allocatable") or {})
         # Every node is this machine: each hands out device indices of its own.
-        self.gpus = _Gpus(node_devices(nodes, self.node_name))
+        self.gpus = GpuAllocator(node_devices(nodes, self.node_name))
         # Each list is followed by its clean-up without an await in between, so
         # nothing created meanwhile can be taken for vanished.
         delay = 0.1
@@ -255,7 +235,7 @@ class NodeAgent:
         if worker is None:
             if uid in self._finished or self._stopping:
                 return
-            worker = _PodWorker(self, pod)
+            worker = PodWorker(self, pod)
             self._workers[uid] = worker
             worker.start()
         else:
@@ -283,7 +263,7 @@ class NodeAgent:
             for w in self._by_job.get((str(ns), job), {}).values():
                 w.wake()
 
-    def _file_worker(self, w: _PodWorker) -> None:
+    def _file_worker(self, w: PodWorker) -> None:
         """Keep ``w`` filed under its namespace and job-name label (see _on_service)."""
         labels = (w.pod.get("metadata") or {}).get("labels")
         job = labels.get(LABEL_JOB_NAME) if isinstance(labels, dict) else None
@@ -294,7 +274,7 @@ class NodeAgent:
         self._by_job.setdefault(key, {})[w.uid] = w
         w.filed_as = key
 
-    def _unfile_worker(self, w: _PodWorker) -> None:
+    def _unfile_worker(self, w: PodWorker) -> None:
         group = self._by_job.get(w.filed_as) if w.filed_as is not None else None
         if group is not None:
             group.pop(w.uid, None)
@@ -315,7 +295,8 @@ class NodeAgent:
         if w is not None:
             w.wake()
 
-    def _worker_done(self, uid: str) -> None:
+    def worker_done(self, uid: str) -> None:
+        """The worker of pod ``uid`` is finished (the pod is gone): forget it."""
         w = self._workers.pop(uid, None)
         if w is not None:
             self._unfile_worker(w)
@@ -359,7 +340,7 @@ class NodeAgent:
 SERVICE_INDEX = "selects"
 
 
-def _service_index(svc: Obj) -> list[str]:
+def service_index(svc: Obj) -> list[str]:
     """Where a Service is filed for ``selecting_services``: ``<ns>/=<job>`` when
     its selector names a job (only that job's pods can match it), else
     ``<ns>/*``; a Service without a selector selects nothing."""
@@ -370,379 +351,6 @@ def _service_index(svc: Obj) -> list[str]:
     ns = meta.get("namespace") or "default"
     job = sel.get(LABEL_JOB_NAME)
     return [f"{ns}/={job}" if isinstance(job, str) else f"{ns}/*"]
-
-
-class _PodWorker:
-    """The sync loop of one pod (by uid)."""
-
-    def __init__(self, agent: NodeAgent, pod: Obj) -> None:
-        self.agent = agent
-        self.pod = pod
-        meta = pod.get("metadata") or {}
-        self.uid: str = meta["uid"]
-        self.namespace: str = meta.get("namespace") or "default"
-        self.name: str = meta.get("name", "")
-        self.owner = agent.owner_of(pod)
-        self.filed_as: tuple[str, str | None] | None = None  # NodeAgent._by_job
-        self.removed = False
-        self.stopping = False
-        self.pod_ip: str | None = None
-        self.next_wakeup: datetime | None = None
-        self.task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
-        self._kill_task: asyncio.Task[None] | None = None
-        self._kill_grace: float | None = None
-        self._published: set[tuple[str, str]] = set()
-        self._announced: set[str] = set()
-        self._backoff_reported: set[tuple[str, int]] = set()
-        self._seeded = False
-        self.volumes: VolumePlan | None = None
-        self._mounted = False
-        self._mount_failures = 0
-        self._mount_retry_at: datetime | None = None
-        self._cm_versions: dict[str, str] = {}  # ConfigMap name -> resourceVersion last read
-        self._cm_dirty = False
-        self._done = False
-        self._writes = 0  # successful status writes
-        self._rewrites = 0
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self._loop(), name=f"pod-{self.namespace}-{self.name}")
-
-    def cancel(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def update(self, pod: Obj) -> None:
-        if (pod.get("metadata") or {}).get("uid") != self.uid:
-            return
-        if resource_version(pod) >= resource_version(self.pod) or self.removed:
-            self.pod = pod
-
-    # ------------------------------------------------------------------ loop
-
-    async def _loop(self) -> None:
-        errors = 0
-        try:
-            while not self.stopping and not self._done:
-                self._wake.clear()
-                try:
-                    again = await self._sync()
-                    errors = 0
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    errors += 1
-                    log.exception("node %s: pod %s/%s: sync failed", self.agent.node_name, self.namespace, self.name)
-                    again = False
-                    await asyncio.sleep(min(5.0, 0.1 * 2 ** min(errors, 6)))
-                if self._done or self.stopping:
-                    break
-                if again:
-                    continue
-                timeout = None
-                if self.next_wakeup is not None:
-                    timeout = max(0.0, (self.next_wakeup - self.agent.clock.now()).total_seconds())
-                try:  # (asyncio.timeout: no task per wait, unlike wait_for)
-                    async with asyncio.timeout(timeout):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
-        finally:
-            if self._done:
-                self.agent._worker_done(self.uid)
-
-    async def _sync(self) -> bool:
-        """One round; True when it should run again at once."""
-        agent = self.agent
-        if self.removed:
-            await self._teardown()
-            return False
-        pod = self.pod
-        problem = podstate.pod_problem(pod) or name_problem(pod)
-        if problem:
-            return await self._reject(pod, "InvalidPodSpec", problem)
-        if self.volumes is None:
-            try:
-                self.volumes = plan_volumes(pod)
-            except VolumeSpecError as e:
-                return await self._reject(pod, "InvalidPodSpec", str(e))
-        if not self._seeded:
-            self._seeded = True
-            # Instances on disk: a previous agent set the volumes up before starting them.
-            self._mounted = bool(agent.runtime.instances(self.uid))
-            # Containers the runtime knows nothing of (no shim record on disk)
-            # but a previous agent reported: see podstate.observations_from_status.
-            if (pod.get("status") or {}).get("containerStatuses"):
-                agent.runtime.seed(pod, podstate.observations_from_status(pod, agent.clock.now()))
-            self._announced.update(agent.runtime.instances(self.uid))
-            if agent.runtime.any_running(self.uid):  # adopted: it holds the names it held
-                self._published = agent.held_names(self.owner)
-        if self.pod_ip is None:
-            self.pod_ip = await self._choose_ip(pod)
-        now = agent.clock.now()
-        d = podstate.decide(pod, agent.runtime.observe(self.uid), now, pod_ip=self.pod_ip,
-                            host_ip=agent.config.host_ip, backoff=agent.backoff)
-        written_before = self._writes
-        if not await self._write_status(d.status):
-            return True
-        # A written status can change the next decision (Error is shown before
-        # CrashLoopBackOff): look again at once, a bounded number of times.
-        rewrite = self._writes != written_before and self._rewrites < 3
-        self._rewrites = self._rewrites + 1 if rewrite else 0
-        await self._sync_hosts(d.status)
-        if d.phase in podstate.TERMINAL_PHASES:
-            agent.gpus.release_pod(self.uid)  # a finished pod holds no devices
-        await self._report_backoff(d)
-        if self._mounted and self._cm_dirty and d.phase not in podstate.TERMINAL_PHASES:
-            await self._refresh_volumes(pod)
-        acted = False
-        mount_failed = False
-        for a in d.actions:
-            if isinstance(a, StartContainer):
-                if mount_failed or not await self._mount_volumes(pod):
-                    mount_failed = True  # the pod waits in ContainerCreating
-                    continue
-                await self._start(a)
-                acted = True
-            elif isinstance(a, KillPod):
-                self._kill(a)
-            elif isinstance(a, DeletePod):
-                await self._delete()
-                return False
-        self.next_wakeup = d.next_wakeup
-        if mount_failed and self._mount_retry_at is not None:
-            self.next_wakeup = min(self.next_wakeup or self._mount_retry_at, self._mount_retry_at)
-        return acted or rewrite
-
-    # ------------------------------------------------------------------ volumes
-
-    def config_map_changed(self, name: str, resource_version: str) -> bool:
-        """Note a ConfigMap event; True when this pod mounts it and should look again."""
-        if self.volumes is None or name not in self.volumes.config_maps:
-            return False
-        if self._cm_versions.get(name) == resource_version and resource_version:
-            return False
-        self._cm_dirty = True
-        return True
-
-    async def _read_config_maps(self, names: list[str]) -> dict[str, Obj | None]:
-        out: dict[str, Obj | None] = {}
-        for n in names:
-            try:
-                cm = await self.agent.client.get("ConfigMap", n, self.namespace)
-            except NotFound:
-                cm = None
-            out[n] = cm
-            self._cm_versions[n] = str(((cm or {}).get("metadata") or {}).get("resourceVersion") or "")
-        return out
-
-    def _pod_dir(self) -> Path:
-        return pod_dir(self.agent.state_dir, self.namespace, self.name, self.uid)
-
-    async def _mount_volumes(self, pod: Obj) -> bool:
-        """Before the pod's first container starts: set its volumes up. False
-        (a FailedMount event, a retry later) when one cannot be yet."""
-        if self._mounted or not self.volumes:
-            self._mounted = True
-            return True
-        agent = self.agent
-        now = agent.clock.now()
-        if self._mount_retry_at is not None and now < self._mount_retry_at and not self._cm_dirty:
-            return False
-        self._cm_dirty = False
-        cms = await self._read_config_maps(self.volumes.config_maps)
-        errors = materialise(self._pod_dir(), self.volumes, cms, now)
-        if not errors:
-            self._mounted = True
-            self._mount_failures = 0
-            self._mount_retry_at = None
-            return True
-        self._mount_failures += 1
-        delay = min(MOUNT_RETRY_BASE * 2 ** min(self._mount_failures - 1, 16), MOUNT_RETRY_CAP)
-        self._mount_retry_at = now + timedelta(seconds=delay)
-        for e in errors:
-            log.info("node %s: pod %s/%s: %s", agent.node_name, self.namespace, self.name, e.event_message)
-            await agent.record(pod, "Warning", "FailedMount", e.event_message)
-        return False
-
-    async def _refresh_volumes(self, pod: Obj) -> None:
-        """A mounted ConfigMap changed: rewrite its volumes (as the kubelet's sync does)."""
-        self._cm_dirty = False
-        if not self.volumes:
-            return
-        cms = await self._read_config_maps(self.volumes.config_maps)
-        done = refresh_config_maps(self._pod_dir(), self.volumes, cms, self.agent.clock.now())
-        if done:
-            log.info("node %s: pod %s/%s: volumes %s updated", self.agent.node_name, self.namespace, self.name,
-                     ", ".join(done))
-
-    # ------------------------------------------------------------------ actions
-
-    async def _start(self, a: StartContainer) -> None:
-        agent = self.agent
-        pod = self.pod
-        if self.stopping:
-            return
-        container = next((c for c in (pod["spec"].get("initContainers") or []) + pod["spec"]["containers"]
-                          if c.get("name") == a.name), {})
-        extra = agent.network.resolver_env(self.name)
-        if agent.gpus.total:
-            want = gpu_count(container)
-            devices = agent.gpus.allocate((self.uid, a.name), want)
-            if devices is None:
-                devices = []
-                await agent.record(pod, "Warning", "UnexpectedAdmissionError",
-                                   f"container {a.name}: {want} {GPU_RESOURCE} requested, not enough free on node "
-                                   f"{agent.node_name}; starting without GPUs")
-            extra["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)
-        inst = await agent.runtime.start(
-            pod, a.name, backoff_count=a.backoff_count, pod_ip=self.pod_ip or "", host_ip=agent.config.host_ip,
-            extra_env=extra, node_allocatable=agent.allocatable)
-        if a.name not in self._announced:
-            self._announced.add(a.name)
-            image = container.get("image") or ""
-            await agent.record(pod, "Normal", "LocalRuntime",
-                               f'Container image "{image}" is not pulled: the local runtime runs the '
-                               "container's command on this host")
-        if inst.termination is not None and inst.started_at is None:
-            await agent.record(pod, "Warning", "Failed", f"Error: {inst.termination.message}")
-            return
-        await agent.record(pod, "Normal", "Created", f"Created container: {a.name}")
-        await agent.record(pod, "Normal", "Started", f"Started container {a.name}")
-
-    def _kill(self, a: KillPod) -> None:
-        if self._kill_task is not None and not self._kill_task.done():
-            if self._kill_grace is not None and a.grace_seconds >= self._kill_grace:
-                return
-        self._kill_grace = a.grace_seconds
-        self._kill_task = asyncio.create_task(self._do_kill(a), name=f"kill-{self.namespace}-{self.name}")
-
-    async def _do_kill(self, a: KillPod) -> None:
-        pod = self.pod
-        for name, inst in self.agent.runtime.instances(self.uid).items():
-            if inst.running:
-                await self.agent.record(pod, "Normal", "Killing", f"Stopping container {name}")
-        if a.reason == podstate.DEADLINE_EXCEEDED:
-            await self.agent.record(pod, "Normal", podstate.DEADLINE_EXCEEDED, podstate.DEADLINE_MESSAGE)
-        await self.agent.runtime.kill_pod(self.uid, a.grace_seconds)
-        self.wake()
-
-    async def _delete(self) -> None:
-        await self._unpublish_all()
-        try:
-            await self.agent.client.delete("Pod", self.name, self.namespace, grace_period_seconds=0)
-        except NotFound:
-            pass
-        await self._teardown()
-
-    async def _teardown(self) -> None:
-        """The pod object is gone (or about to be): stop processes, free the
-        address, forget the records. Logs stay on disk."""
-        agent = self.agent
-        if agent.runtime.any_running(self.uid):
-            await agent.runtime.kill_pod(self.uid, podstate.grace_seconds(self.pod))
-        await self._unpublish_all()
-        agent.network.release(self.owner)
-        agent.gpus.release_pod(self.uid)
-        await agent.runtime.forget_async(self.uid)
-        self._done = True
-        self.removed = True
-
-    async def _reject(self, pod: Obj, reason: str, message: str) -> bool:
-        """A pod the agent cannot run: Failed with the reason, processes stopped."""
-        agent = self.agent
-        if agent.runtime.any_running(self.uid):
-            await agent.runtime.kill_pod(self.uid, 0)
-        status = podstate.rejected_status(pod, agent.clock.now(), reason, message, host_ip=agent.config.host_ip)
-        old = pod.get("status") or {}
-        if old.get("phase") != "Failed" or old.get("reason") != reason or old.get("message") != message:
-            log.warning("node %s: pod %s/%s cannot run: %s", agent.node_name, self.namespace, self.name, message)
-            if not await self._write_status(status):
-                return True
-            await agent.record(pod, "Warning", reason, message)
-        if (pod.get("metadata") or {}).get("deletionTimestamp"):
-            await self._delete()
-        return False
-
-    # ------------------------------------------------------------------ status
-
-    async def _write_status(self, status: Obj) -> bool:
-        """Write the status unless unchanged. False when the pod moved under us
-        (Conflict: refreshed, decide again) or vanished."""
-        outcome, obj = await write_pod_status(self.agent.client, self.pod, status)
-        if outcome == "gone":
-            self.removed = True
-        elif outcome == "moved":
-            self.pod = obj
-        elif outcome == "written":
-            self.update(obj)
-            self._writes += 1
-        return outcome in ("unchanged", "written")
-
-    async def _choose_ip(self, pod: Obj) -> str:
-        """The address of the headless Service selecting the pod (the job
-        controller creates it first), else a fresh one for the pod."""
-        agent = self.agent
-        services = agent.selecting_services(pod)
-        if not any((s.get("spec") or {}).get("clusterIP") == "None" for s in services):
-            try:
-                # Our informer may lag the job controller's create: ask the store, for this job's Services when
-                # the pod names its job (the job controller's Services carry their selector as labels).
-                job = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_NAME)
-                sel = {LABEL_JOB_NAME: job} if isinstance(job, str) and job else None
-                listed = (await agent.client.list("Service", self.namespace, label_selector=sel)).items
-                if sel is not None and not agent.selecting_services(pod, listed):
-                    listed = (await agent.client.list("Service", self.namespace)).items
-                services = agent.selecting_services(pod, listed)
-            except Exception as e:
-                log.debug("listing services failed: %s", e)
-        for s in services:
-            if (s.get("spec") or {}).get("clusterIP") == "None":
-                return s["metadata"]["annotations"][ANNOTATION_ADDRESS]
-        return agent.network.allocate_address(self.owner)
-
-    async def _sync_hosts(self, status: Obj) -> None:
-        """Publish the names of the Services selecting this pod while it is ready
-        (like DNS for a headless Service with ready endpoints); unpublish otherwise."""
-        agent = self.agent
-        ready = status.get("phase") == "Running" and not (self.pod.get("metadata") or {}).get("deletionTimestamp") \
-            and any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-        want: set[tuple[str, str]] = set()
-        addresses: dict[tuple[str, str], str] = {}
-        if ready:
-            for s in agent.selecting_services(self.pod):
-                key = (self.namespace, s["metadata"]["name"])
-                want.add(key)
-                addresses[key] = s["metadata"]["annotations"][ANNOTATION_ADDRESS]
-        if want == self._published:
-            return
-        for ns, name in self._published - want:
-            agent.network.unpublish(name, ns, holder=self.owner)
-        for key in want - self._published:
-            try:
-                agent.network.publish(key[1], key[0], addresses[key], holder=self.owner)
-            except ValueError as e:
-                log.warning("cannot publish %s/%s: %s", key[0], key[1], e)
-        self._published = want
-
-    async def _unpublish_all(self) -> None:
-        for ns, name in self._published:
-            self.agent.network.unpublish(name, ns, holder=self.owner)
-        self._published = set()
-
-    async def _report_backoff(self, d: podstate.Decision) -> None:
-        for name, delay in d.backing_off.items():
-            inst = self.agent.runtime.instances(self.uid).get(name)
-            key = (name, inst.restart_count if inst else -1)
-            if key in self._backoff_reported:
-                continue
-            self._backoff_reported.add(key)
-            await self.agent.record(self.pod, "Warning", "BackOff",
-                                    f"Back-off restarting failed container {name} in pod {podstate.pod_ref(self.pod)}")
 
 
 def _metadata_only(obj: Obj) -> Obj:
@@ -760,13 +368,6 @@ def _own_pods(node_name: str):
         stub["spec"] = {"nodeName": spec.get("nodeName")} if spec.get("nodeName") else {}
         return stub
     return transform
-
-
-class _Gpus(GpuAllocator):
-    """The node's allocator, plus taking back the devices adopted containers use."""
-
-    def claim(self, key: tuple[str, str], devices: list[int]) -> None:
-        self._owned[key] = [d for d in devices if d in self.devices]
 
 
 # --------------------------------------------------------------------------- node registration

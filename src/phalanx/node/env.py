@@ -112,9 +112,10 @@ def resource_field_value(pod: Obj, container: Obj, ref: Obj, ctx: PodContext) ->
         raise ContainerConfigError(f'unsupported resource "{resource}"')
     target = container
     if ref.get("containerName"):
-        target = next((c for c in _all_containers(pod) if c.get("name") == ref["containerName"]), None)
-        if target is None:
+        named = next((c for c in _all_containers(pod) if c.get("name") == ref["containerName"]), None)
+        if named is None:
             raise ContainerConfigError(f'container "{ref["containerName"]}" not found')
+        target = named
     kind, res = _RESOURCE_FIELDS[resource]
     resources = target.get("resources") or {}
     raw = (resources.get(kind) or {}).get(res)

@@ -57,12 +57,12 @@ class ExecContext:
         if not isinstance(d, dict):
             return None
         env = d.get("env")
-        ints = [d.get(k) for k in ("restartCount", "pid", "startTicks")]
-        strs = [d.get(k) for k in ("namespace", "pod", "uid", "container", "containerID", "cwd")]
-        if not isinstance(env, dict) or not all(isinstance(v, str) for v in strs) \
-                or not all(isinstance(v, int) and not isinstance(v, bool) for v in ints):
+        ints = [v for k in ("restartCount", "pid", "startTicks")
+                if isinstance(v := d.get(k), int) and not isinstance(v, bool)]
+        strs = [v for k in ("namespace", "pod", "uid", "container", "containerID", "cwd") if isinstance(v := d.get(k), str)]
+        if not isinstance(env, dict) or len(strs) != 6 or len(ints) != 3:
             return None
-        return ExecContext(*strs[:5], ints[0], ints[1], ints[2], strs[5],  # type: ignore[arg-type]
+        return ExecContext(strs[0], strs[1], strs[2], strs[3], strs[4], ints[0], ints[1], ints[2], strs[5],
                            {str(k): str(v) for k, v in env.items()})
 
 

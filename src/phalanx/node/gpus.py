@@ -91,6 +91,11 @@ class GpuAllocator:
         self._owned[key] = free[:count]
         return self._owned[key]
 
+    def claim(self, key: tuple[str, str], devices: list[int]) -> None:
+        """Give ``key`` the devices it already uses (an adopted container keeps
+        its devices across agents); indices not on this node are dropped."""
+        self._owned[key] = [d for d in devices if d in self.devices]
+
     def release_pod(self, uid: str) -> None:
         """A pod that finished or went away holds no devices."""
         for key in [k for k in self._owned if isinstance(k, tuple) and k[0] == uid]:

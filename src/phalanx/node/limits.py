@@ -244,7 +244,7 @@ def charged_rss(status: str) -> int | None:
     files: shared libraries, mmapped data) is left out: under its limit a cgroup
     drops clean file pages before it kills anything, and here the same library
     pages are shared by every container and the host (torch's CUDA wheel maps
-    ~700 MB of them per process). None when the kernel gives no breakdown."""
+    hundreds of MB of them per process). None when the kernel gives no breakdown."""
     fields: dict[str, int] = {}
     for line in status.splitlines():
         key, _, rest = line.partition(":")

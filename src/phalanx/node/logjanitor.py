@@ -1,6 +1,6 @@
 """The log janitor: pod directories go when no one can ask for them any more.
 
-Logs of a deleted pod stay readable while its job exists (SEMANTICS S5). So a
+Logs of a deleted pod stay readable while its job exists. So a
 pod directory is removed when its pod is gone and either its controller job
 is gone too (matched by uid, from the pod's record) or it had no job. The
 janitor acts on the DELETED events of the job kinds and of Pods, and sweeps

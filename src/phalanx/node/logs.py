@@ -16,11 +16,15 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
+from phalanx.client.interface import ObjectList
 from phalanx.node.names import check_dns_label, check_dns_subdomain, check_uid
 from phalanx.node.podrecords import POD_META, PodRecord, PodRecords, mark_finished, pod_meta, write_json
 from phalanx.objects.errors import BadRequest, NotFound
+from phalanx.objects.meta import controller_uid
+
+Obj = dict[str, Any]
 
 _NAME_MAX = 255
 WORK_DIR = "work"
@@ -250,14 +254,15 @@ def _finished(job: dict) -> bool:
                for c in (job.get("status") or {}).get("conditions") or [])
 
 
-def _controller_uid(pod: dict) -> str | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller"):
-            return ref.get("uid")
-    return None
-
-
 # --------------------------------------------------------------------------- provider
+
+
+class PodReader(Protocol):
+    """What the log provider reads of the object API: a ``Client``, or (offline) the state directory's records."""
+
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> Obj: ...
+
+    async def list(self, kind: str, namespace: str | None = None) -> ObjectList: ...
 
 
 class LogProvider:
@@ -274,7 +279,7 @@ class LogProvider:
 
     serves_deleted_pods = True
 
-    def __init__(self, state_dir: Path, client: Any, poll_interval: float = 0.2) -> None:
+    def __init__(self, state_dir: Path, client: PodReader, poll_interval: float = 0.2) -> None:
         self.state_dir = Path(state_dir)
         self.client = client
         self.poll_interval = poll_interval
@@ -398,7 +403,7 @@ class LogProvider:
             return True
         if not _finished(job):
             return False
-        return not any(_controller_uid(p) == juid and (p.get("status") or {}).get("phase") in
+        return not any(controller_uid(p) == juid and (p.get("status") or {}).get("phase") in
                        (None, "", "Pending", "Running") for p in live.values())
 
     # ------------------------------------------------------------------ helpers
@@ -413,7 +418,7 @@ class LogProvider:
                 return names[0]
             default = ((pod.get("metadata") or {}).get("annotations") or {}).get(
                 "kubectl.kubernetes.io/default-container")
-            if default in names:
+            if isinstance(default, str) and default in names:
                 return default
             if not names:
                 raise BadRequest(f"no containers in pod {pname}")

@@ -12,14 +12,11 @@ is installed (``LD_PRELOAD=libnss_wrapper.so NSS_WRAPPER_HOSTS=...``) and by
 from __future__ import annotations
 
 import contextlib
-import ctypes.util
 import fcntl
-import functools
 import ipaddress
 import json
 import logging
 import os
-import platform
 import socket
 import tempfile
 import threading
@@ -28,8 +25,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
-from phalanx.node.names import is_dns_label
+from phalanx.node.alloctable import AllocationTable, ip_of, readopt
+from phalanx.node.hostsfile import render_hosts
+from phalanx.node.nsswrapper import find_nss_wrapper, nss_wrapper_available
 from phalanx.objects.errors import FieldError, Invalid
+from phalanx.objects.names import is_dns_label
 
 log = logging.getLogger(__name__)
 
@@ -39,52 +39,9 @@ FIRST_ADDRESS = "127.0.1.2"
 LAST_ADDRESS = "127.255.255.254"
 # Host ports handed out when the declared one is taken: below Linux's
 # ephemeral range (32768-60999) so outgoing connections do not grab them, and
-# wide enough for every Service of a few thousand stored jobs (Kubernetes'
-# NodePort range, 30000-32767, held only 2,768: the 693rd 4-replica job got
-# "no free host port"). A port in use by another program is skipped.
+# wide enough for every Service of a few thousand stored jobs (wider than
+# Kubernetes' NodePort range). A port in use by another program is skipped.
 PORT_RANGE = (10000, 32767)
-
-_LIB_DIRS = (
-    "/usr/lib/{multiarch}", "/lib/{multiarch}", "/usr/lib64", "/lib64", "/usr/lib", "/lib",
-    "/usr/local/lib", "/usr/local/lib64",
-)
-
-
-def find_nss_wrapper() -> str | None:
-    """Path of libnss_wrapper.so, or None. ``PHALANX_NSS_WRAPPER`` overrides
-    (set it to an empty string to disable)."""
-    env = os.environ.get("PHALANX_NSS_WRAPPER")
-    if env is not None:
-        return env if env and os.path.isfile(env) else None
-    return _search_nss_wrapper()
-
-
-@functools.lru_cache(maxsize=1)
-def _search_nss_wrapper() -> str | None:
-    """The system's libnss_wrapper.so, looked up once (every pod start asks)."""
-    multiarch = f"{platform.machine()}-linux-gnu"
-    for d in _LIB_DIRS:
-        for name in ("libnss_wrapper.so", "libnss_wrapper.so.0"):
-            p = os.path.join(d.format(multiarch=multiarch), name)
-            if os.path.isfile(p):
-                return p
-    found = ctypes.util.find_library("nss_wrapper")
-    if found:
-        for d in _LIB_DIRS:
-            p = os.path.join(d.format(multiarch=multiarch), found)
-            if os.path.isfile(p):
-                return p
-    return None
-
-
-def nss_wrapper_available() -> bool:
-    return find_nss_wrapper() is not None
-
-
-def host_names(name: str, namespace: str) -> list[str]:
-    """The names a Service answers to, as cluster DNS would give them."""
-    return [name, f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
-
 
 def port_free(port: int, protocol: str = "TCP") -> bool:
     """Whether a program could bind ``0.0.0.0:port`` now (SO_REUSEADDR, as
@@ -108,139 +65,6 @@ HOSTS_FLUSH_INTERVAL = 0.01
 # The journal is folded into allocations.json once it outgrows this and twice
 # the table: a rewrite of O(N) every Omega(N) operations, O(1) amortised.
 COMPACT_MIN_BYTES = 256 * 1024
-_SECTIONS = ("addresses", "ports", "published")
-
-
-def _ip(n: int) -> str:
-    return socket.inet_ntoa(n.to_bytes(4, "big"))
-
-
-def _valid(section: str, value: Any) -> bool:
-    """Whether a value read from disk fits its section (a damaged entry is skipped)."""
-    if section == "addresses":
-        return isinstance(value, str)
-    if section == "ports":
-        return isinstance(value, dict) and all(
-            isinstance(k, str) and isinstance(p, int) and not isinstance(p, bool) for k, p in value.items())
-    if not (isinstance(value, dict) and isinstance(value.get("address"), str)
-            and isinstance(value.get("holders", []), list)
-            and all(isinstance(h, str) for h in value.get("holders", []))):
-        return False
-    try:  # it goes into the hosts file verbatim
-        ipaddress.IPv4Address(value["address"])
-    except ValueError:
-        return False
-    return True
-
-
-class _Table:
-    """The allocation table in memory, with reverse indexes so that every lookup
-    is O(1), and the change of the transaction in progress: journaled when it
-    commits, undone when it raises."""
-
-    def __init__(self, cursor: str, port_cursor: int) -> None:
-        self.addresses: dict[str, str] = {}
-        self.ports: dict[str, dict[str, int]] = {}
-        self.published: dict[str, Obj] = {}
-        self.cursor = cursor
-        self.port_cursor = port_cursor
-        self.address_owner: dict[str, str] = {}
-        self.port_owner: dict[int, str] = {}
-        self.held: dict[str, set[str]] = {}  # holder -> published keys it holds
-        self.hosts_blocks: dict[str, str] = {}  # published key -> its hosts lines (cache)
-        self._change: dict[str, Any] = {}
-        self._before: dict[tuple[str, str], Any] = {}
-
-    # -------------------------------------------------------------- changes
-
-    def put(self, section: str, key: str, value: Any) -> None:
-        """Set (None: drop) one entry, recording the change."""
-        current = getattr(self, section).get(key)
-        if current == value:
-            return
-        self._before.setdefault((section, key), current)
-        self._set(section, key, value)
-        self._change.setdefault(section, {})[key] = value
-
-    def set_cursor(self, name: str, value: Any) -> None:
-        attr = "cursor" if name == "cursor" else "port_cursor"
-        if getattr(self, attr) == value:
-            return
-        self._before.setdefault((name, ""), getattr(self, attr))
-        setattr(self, attr, value)
-        self._change[name] = value
-
-    def commit(self) -> Obj | None:
-        change, self._change, self._before = self._change, {}, {}
-        return change or None
-
-    def rollback(self) -> None:
-        for (section, key), old in reversed(list(self._before.items())):
-            if section in _SECTIONS:
-                self._set(section, key, old)
-            else:
-                setattr(self, "cursor" if section == "cursor" else "port_cursor", old)
-        self._change, self._before = {}, {}
-
-    def _set(self, section: str, key: str, value: Any) -> None:
-        """Set or drop an entry and keep the indexes in step."""
-        if section == "addresses":
-            old = self.addresses.pop(key, None)
-            if old is not None and self.address_owner.get(old) == key:
-                del self.address_owner[old]
-            if value is not None:
-                self.addresses[key] = value
-                self.address_owner[value] = key
-        elif section == "ports":
-            for p in (self.ports.pop(key, None) or {}).values():
-                if self.port_owner.get(p) == key:
-                    del self.port_owner[p]
-            if value is not None:
-                self.ports[key] = value
-                for p in value.values():
-                    self.port_owner[p] = key
-        else:
-            self.hosts_blocks.pop(key, None)
-            for h in (self.published.pop(key, None) or {}).get("holders") or []:
-                keys = self.held.get(h)
-                if keys is not None:
-                    keys.discard(key)
-                    if not keys:
-                        del self.held[h]
-            if value is not None:
-                self.published[key] = value
-                for h in value.get("holders") or []:
-                    self.held.setdefault(h, set()).add(key)
-
-    # -------------------------------------------------------------- disk
-
-    def apply(self, data: Obj) -> None:
-        """Apply a snapshot or a journal line (entries set, None drops them);
-        entries of the wrong shape are skipped."""
-        for section in _SECTIONS:
-            entries = data.get(section)
-            if not isinstance(entries, dict):
-                continue
-            for key, value in entries.items():
-                if value is None or _valid(section, value):
-                    self._set(section, key, value)
-        cursor = data.get("cursor")
-        if isinstance(cursor, str):
-            with contextlib.suppress(ValueError):
-                self.cursor = str(ipaddress.IPv4Address(cursor))
-        port_cursor = data.get("portCursor")
-        if isinstance(port_cursor, int) and not isinstance(port_cursor, bool):
-            self.port_cursor = port_cursor
-
-    def to_dict(self) -> Obj:
-        """The table as ``allocations.json`` holds it (a deep copy)."""
-        return {"version": 1, "cursor": self.cursor, "portCursor": self.port_cursor,
-                "addresses": dict(self.addresses),
-                "ports": {o: dict(m) for o, m in self.ports.items()},
-                "published": {k: {"address": e["address"], "holders": list(e.get("holders") or [])}
-                              for k, e in self.published.items()}}
-
-
 class LocalNetwork:
     """Address and port allocation plus the hosts file, shared by all local agents.
 
@@ -272,7 +96,7 @@ class LocalNetwork:
         self._pid = -1  # the process the files were opened in
         self._lock_file: Any = None
         self._journal: Any = None
-        self._table: _Table | None = None
+        self._table: AllocationTable | None = None
         self._generation = -1  # compactions seen (kept in the lock file)
         self._snapshot_stamp: tuple[int, int, int] | None = None
         self._snapshot_bytes = 0
@@ -281,7 +105,7 @@ class LocalNetwork:
         self._timer: threading.Timer | None = None
         self._last_flush = float("-inf")
         with self._transaction() as t:
-            content = self._render_hosts(t)
+            content = render_hosts(t)
             try:
                 current = self.hosts_path.read_text()
             except OSError:
@@ -292,7 +116,7 @@ class LocalNetwork:
     # ------------------------------------------------------------------ storage
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[_Table]:
+    def _transaction(self) -> Iterator[AllocationTable]:
         """The table, up to date, under the lock; its change is journaled on exit."""
         with self._mutex:
             self._open()
@@ -331,7 +155,7 @@ class LocalNetwork:
         self._table = None
         self._timer = None  # a parent's timer thread does not exist here
 
-    def _sync(self) -> _Table:
+    def _sync(self) -> AllocationTable:
         """Catch up with other processes (under the lock): the journal's new lines,
         or everything again after a compaction."""
         generation = self._read_generation()
@@ -346,8 +170,8 @@ class LocalNetwork:
             self._read_journal(self._table, size)
         return self._table
 
-    def _reload(self, generation: int, stamp: tuple[int, int, int] | None) -> _Table:
-        t = _Table(_ip(self._first), self.port_range[0])
+    def _reload(self, generation: int, stamp: tuple[int, int, int] | None) -> AllocationTable:
+        t = AllocationTable(ip_of(self._first), self.port_range[0])
         try:
             raw = self.table_path.read_bytes()
         except FileNotFoundError:
@@ -370,7 +194,7 @@ class LocalNetwork:
             self._read_journal(t, self._journal_size)
         return t
 
-    def _read_journal(self, t: _Table, end: int) -> None:
+    def _read_journal(self, t: AllocationTable, end: int) -> None:
         """Apply the complete lines between the offset and ``end``; a partial
         last line (a writer died mid-append) is left for truncation."""
         fd = self._journal.fileno()
@@ -465,7 +289,7 @@ class LocalNetwork:
         with self._transaction() as t:
             return self._allocate_address(t, owner)
 
-    def _allocate_address(self, t: _Table, owner: str) -> str:
+    def _allocate_address(self, t: AllocationTable, owner: str) -> str:
         have = t.addresses.get(owner)
         if have is not None:
             return have
@@ -477,10 +301,10 @@ class LocalNetwork:
             n = self._first + (start - self._first + i) % span
             if n & 0xFF in (0, 255):
                 continue
-            ip = _ip(n)
+            ip = ip_of(n)
             if ip not in t.address_owner:
                 t.put("addresses", owner, ip)
-                t.set_cursor("cursor", _ip(self._first + (n - self._first + 1) % span))
+                t.set_cursor("cursor", ip_of(self._first + (n - self._first + 1) % span))
                 return ip
         raise Invalid([FieldError("metadata.annotations", "Invalid", "no free loopback address left",
                                   ANNOTATION_ADDRESS)])
@@ -502,7 +326,7 @@ class LocalNetwork:
             return self._retain(t, prefix, keep)
 
     @staticmethod
-    def _retain(t: _Table, prefix: str, keep: set[str]) -> list[str]:
+    def _retain(t: AllocationTable, prefix: str, keep: set[str]) -> list[str]:
         gone = sorted({o for o in [*t.addresses, *t.ports] if o.startswith(prefix) and o not in keep})
         for o in gone:
             t.put("addresses", o, None)
@@ -519,7 +343,7 @@ class LocalNetwork:
         with self._transaction() as t:
             return self._allocate_ports(t, owner, ports)
 
-    def _allocate_ports(self, t: _Table, owner: str, ports: list[tuple[str, int, str]]) -> dict[str, int]:
+    def _allocate_ports(self, t: AllocationTable, owner: str, ports: list[tuple[str, int, str]]) -> dict[str, int]:
         keys = {k for k, _, _ in ports}
         mine = {k: v for k, v in (t.ports.get(owner) or {}).items() if k in keys}
         used = set(mine.values())
@@ -545,7 +369,7 @@ class LocalNetwork:
     def _bindable(self, port: int, protocol: str) -> bool:
         return not self.check_bind or port_free(port, protocol)
 
-    def _next_free_port(self, t: _Table, taken: Any, protocol: str) -> int:
+    def _next_free_port(self, t: AllocationTable, taken: Any, protocol: str) -> int:
         lo, hi = self.port_range
         span = hi - lo + 1
         start = t.port_cursor or lo
@@ -572,7 +396,7 @@ class LocalNetwork:
             return obj
         meta = subject.get("metadata") or {}
         name, ns = meta.get("name"), meta.get("namespace") or "default"
-        if not is_dns_label(name):
+        if not isinstance(name, str) or not is_dns_label(name):
             if op == "delete":
                 return obj
             raise Invalid([FieldError("metadata.name", "Invalid", "a Service name must be a DNS label", name)])
@@ -614,7 +438,7 @@ class LocalNetwork:
             for k in [k for k in t.published if service_owner(*k.partition("/")[::2]) not in owners]:
                 t.put("published", k, None)
             for owner, s in owners.items():
-                _readopt(t, owner, s)
+                readopt(t, owner, s)
         return gone
 
     # ------------------------------------------------------------------ hosts file
@@ -645,7 +469,7 @@ class LocalNetwork:
                 self._drop_claim(t, key, holder)
 
     @staticmethod
-    def _drop_claim(t: _Table, key: str, holder: str | None) -> None:
+    def _drop_claim(t: AllocationTable, key: str, holder: str | None) -> None:
         entry = t.published.get(key)
         if entry is None:
             return
@@ -667,7 +491,7 @@ class LocalNetwork:
         with self._transaction() as t:
             self._write_hosts(t)
 
-    def _hosts_changed(self, t: _Table) -> None:
+    def _hosts_changed(self, t: AllocationTable) -> None:
         """Names changed (under the lock): write the hosts file now after a quiet
         spell, else once the interval since the last write is over."""
         if self._timer is not None:
@@ -701,24 +525,12 @@ class LocalNetwork:
         except Exception as e:  # nothing to report to: the next change or flush writes it
             log.warning("writing the hosts file %s failed: %s", self.hosts_path, e)
 
-    def _write_hosts(self, t: _Table) -> None:
+    def _write_hosts(self, t: AllocationTable) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        _atomic_write(self.hosts_path, self._render_hosts(t))
+        _atomic_write(self.hosts_path, render_hosts(t))
         self._last_flush = time.monotonic()
-
-    @staticmethod
-    def _render_hosts(t: _Table) -> str:
-        # No comment lines: nss_wrapper refuses a hosts file that has any.
-        blocks = t.hosts_blocks
-        out = []
-        for key in sorted(t.published):
-            block = blocks.get(key)
-            if block is None:
-                block = blocks[key] = _hosts_block(key, t.published[key]["address"])
-            out.append(block)
-        return "".join(out)
 
     # ------------------------------------------------------------------ nss_wrapper
 
@@ -734,43 +546,6 @@ class LocalNetwork:
         return env
 
 
-def _hosts_block(key: str, address: str) -> str:
-    """The hosts lines of one entry: the address and its ``::ffff:`` form."""
-    ns, _, name = key.partition("/")
-    if not (is_dns_label(ns) and is_dns_label(name)):
-        return ""
-    names = " ".join(host_names(name, ns))
-    block = f"{address} {names}\n"
-    mapped = v4_mapped(address)
-    return block + (f"{mapped} {names}\n" if mapped else "")
-
-
-def _readopt(t: _Table, owner: str, svc: Obj) -> None:
-    """Record a Service's allocation from its annotations when the table has
-    none for it and nobody else holds those numbers (a table lost in a crash)."""
-    ann = (svc.get("metadata") or {}).get("annotations")
-    if not isinstance(ann, dict):
-        return
-    address = ann.get(ANNOTATION_ADDRESS)
-    if owner not in t.addresses and isinstance(address, str):
-        with contextlib.suppress(ValueError):
-            ip = str(ipaddress.IPv4Address(address))
-            if ip not in t.address_owner:
-                t.put("addresses", owner, ip)
-    raw = ann.get(ANNOTATION_HOST_PORTS)
-    if owner not in t.ports and isinstance(raw, str):
-        try:
-            declared = json.loads(raw)
-        except ValueError:
-            return
-        if isinstance(declared, dict):
-            ports = {str(k): p for k, p in declared.items()
-                     if isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
-                     and t.port_owner.get(p) in (None, owner)}
-            if ports and len(set(ports.values())) == len(ports):
-                t.put("ports", owner, ports)
-
-
 def _stamp(path: Path) -> tuple[int, int, int] | None:
     """What tells a rewritten file apart (rewrites are renames: a new inode)."""
     try:
@@ -778,20 +553,6 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def v4_mapped(address: str) -> str | None:
-    """``::ffff:a.b.c.d`` for an IPv4 address, else None.
-
-    nss_wrapper ignores ``AI_V4MAPPED``: without this line an IPv6 lookup of
-    the name fails (EAI_FAMILY), and torch's TCPStore client looks up IPv6
-    first and retries that until it times out, so MASTER_ADDR never connects.
-    """
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return None
-    return f"::ffff:{ip}" if ip.version == 4 else None
 
 
 def service_owner(namespace: str, name: str) -> str:

@@ -48,7 +48,8 @@ def pod_meta(pod: dict, now: datetime, node: str = "") -> dict[str, Any]:
     """The record of ``pod`` as written to its directory."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    raw_labels = meta.get("labels")
+    labels = raw_labels if isinstance(raw_labels, dict) else {}
     default = (meta.get("annotations") or {}).get(DEFAULT_CONTAINER)
     return {
         "name": meta.get("name", ""),

@@ -42,6 +42,7 @@ COMPLETED = "Completed"
 ERROR = "Error"
 OOM_KILLED = "OOMKilled"
 CONTAINER_CANNOT_RUN = "ContainerCannotRun"
+CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 
@@ -205,7 +206,7 @@ def pod_ref(pod: Obj) -> str:
 
 def restart_policy(pod: Obj) -> str:
     """The pod's restartPolicy, except Never once the job controller marked the
-    pod of a finished job not to restart (annotation phalanx.dev/no-restart, S5)."""
+    pod of a finished job not to restart (annotation phalanx.dev/no-restart)."""
     if ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NO_RESTART) == "true":
         return "Never"
     return (pod.get("spec") or {}).get("restartPolicy") or ALWAYS
@@ -213,7 +214,7 @@ def restart_policy(pod: Obj) -> str:
 
 def restarts_failures(pod: Obj) -> bool:
     """False once the job controller marked the pod because its job's backoffLimit
-    leaves no restart (annotation phalanx.dev/no-restart-on-failure, S3): a
+    leaves no restart (annotation phalanx.dev/no-restart-on-failure): a
     container that exits non-zero is then not restarted in place."""
     anns = (pod.get("metadata") or {}).get("annotations") or {}
     return anns.get(ANNOTATION_NO_RESTART_ON_FAILURE) != "true"
@@ -311,8 +312,8 @@ def decide(
     # what was reported; never run a terminal pod again.
     if frozen and all(obs(c.get("name", "")).not_started and obs(c.get("name", "")).restart_count == 0
                       for c in inits + containers):
-        status = copy.deepcopy(old_status)
-        return Decision([DeletePod()] if deleting else [], status, None, old_phase)
+        kept = copy.deepcopy(old_status)
+        return Decision([DeletePod()] if deleting else [], kept, None, str(old_phase))
 
     start_time = parse_time(old_status.get("startTime")) or now
     deadline = _active_deadline(spec, start_time)
@@ -334,6 +335,7 @@ def decide(
                                               backoff_count=o.backoff_count))
             return _Eval({"waiting": {"reason": waiting_reason}}, last, ready=False, started=False)
         if o.running:
+            assert o.started_at is not None
             return _Eval({"running": {"startedAt": format_time(o.started_at)}}, last,
                          ready=not init, started=True, has_run=True)
         t = o.terminated
@@ -426,7 +428,7 @@ def decide(
         else:
             phase = FAILED
     if frozen:
-        phase = old_phase
+        phase = str(old_phase)  # a terminal phase
         reason, message = old_status.get("reason"), old_status.get("message")
     terminal = phase in TERMINAL_PHASES
 
@@ -554,7 +556,8 @@ _OWN_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "Contain
 def shutdown_status(pod: Obj, now: datetime) -> Obj:
     """The status of a pod stopped because its node shuts down (kubelet's
     graceful node shutdown): Failed, reason Terminated, DisruptionTarget True."""
-    status = copy.deepcopy(pod.get("status")) if isinstance(pod.get("status"), dict) else {}
+    old = pod.get("status")
+    status: Obj = copy.deepcopy(old) if isinstance(old, dict) else {}
     status["phase"] = FAILED
     status["reason"] = NODE_SHUTDOWN_REASON
     status["message"] = NODE_SHUTDOWN_MESSAGE
@@ -570,7 +573,8 @@ def shutdown_status(pod: Obj, now: datetime) -> Obj:
 def rejected_status(pod: Obj, now: datetime, reason: str, message: str, *,
                     pod_ip: str | None = None, host_ip: str = "127.0.0.1") -> Obj:
     """Status for a pod the agent refuses to run: phase Failed with a reason."""
-    old = pod.get("status") if isinstance(pod.get("status"), dict) else {}
+    reported = pod.get("status")
+    old: Obj = reported if isinstance(reported, dict) else {}
     status: Obj = {"hostIP": host_ip, "hostIPs": [{"ip": host_ip}]}
     if pod_ip:
         status.update(podIP=pod_ip, podIPs=[{"ip": pod_ip}])
@@ -581,59 +585,3 @@ def rejected_status(pod: Obj, now: datetime, reason: str, message: str, *,
     conds = [c for c in old.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "PodScheduled"]
     status["conditions"] = conds
     return status
-
-
-CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
-_LOST_MESSAGE = "The container could not be located when the agent restarted. The container used to be Running"
-
-
-def observations_from_status(pod: Obj, now: datetime) -> dict[str, ContainerObservation]:
-    """What a previous agent reported, as observations, for containers of which
-    this agent finds no trace: no shim record on disk (the runtime adopts the
-    others with their real state, see runtime.ProcessRuntime.adopt).
-
-    Finished containers stay finished (a completed init container is not run
-    again); a container reported running is lost: it counts as terminated with
-    137 / ContainerStatusUnknown, and the restart policy decides what follows.
-    """
-    status = pod.get("status") or {}
-    out: dict[str, ContainerObservation] = {}
-    for key in ("initContainerStatuses", "containerStatuses"):
-        for st in status.get(key) or []:
-            if not isinstance(st, dict) or not isinstance(st.get("name"), str):
-                continue
-            state = st.get("state") or {}
-            last = _termination_from((st.get("lastState") or {}).get("terminated"))
-            restarts = st.get("restartCount") if isinstance(st.get("restartCount"), int) else 0
-            cid = st.get("containerID") or ""
-            current: Termination | None = None
-            if "running" in state:
-                started = parse_time((state.get("running") or {}).get("startedAt")) or now
-                current = Termination(exit_code=137, finished_at=now, started_at=started,
-                                      reason=CONTAINER_STATUS_UNKNOWN, message=_LOST_MESSAGE, container_id=cid)
-            elif "terminated" in state:
-                current = _termination_from(state.get("terminated"))
-            elif "waiting" in state and last is not None:
-                current, last = last, None  # backing off after that termination
-            if current is None:
-                if restarts == 0 and last is None:
-                    continue
-                out[st["name"]] = ContainerObservation(name=st["name"], last_termination=last,
-                                                       restart_count=restarts, backoff_count=restarts)
-                continue
-            out[st["name"]] = ContainerObservation(
-                name=st["name"], container_id=cid, started_at=current.started_at, terminated=current,
-                last_termination=last, restart_count=restarts, backoff_count=restarts)
-    return out
-
-
-def _termination_from(t: Any) -> Termination | None:
-    if not isinstance(t, dict):
-        return None
-    finished = parse_time(t.get("finishedAt"))
-    if finished is None:
-        return None
-    code = t.get("exitCode") if isinstance(t.get("exitCode"), int) else 0
-    return Termination(exit_code=code, finished_at=finished, started_at=parse_time(t.get("startedAt")),
-                       reason=t.get("reason") or "", message=t.get("message") or "",
-                       container_id=t.get("containerID") or "")

@@ -3,14 +3,14 @@
 It outlives the control plane, so a crash or restart of the node agent kills
 no container: the shim starts the container, forwards the signals it gets to
 it, waits for it and records how it ended in a status file the agent reads
-when it comes back (``runtime.ProcessRuntime.adopt``).
+when it comes back (``processes.ProcessRuntime.adopt``).
 
 Forked, in a session of its own, by the shim fork server (``shimd.py``), which
 has this module imported already, on the descriptors the runtime sent it; or,
 when no fork server can run, started by the runtime as ``python -I -S shim.py
 LOCK_FD``. Either way the same ``main`` on the same descriptors. Standard
-library only (no ``phalanx``, ``json`` or ``subprocess`` import): started
-alone, it takes ~20 ms and ~3 MB of private memory.
+library only (no ``phalanx``, ``json`` or ``subprocess`` import), so that a
+shim started alone starts fast and stays small.
 
 Protocol with the runtime:
 
@@ -34,7 +34,7 @@ when it exits its remaining processes are SIGKILLed while the shim still holds
 the exited leader (``waitid(WNOWAIT)``), so the group id cannot be reused in
 between.
 
-Cost (issue 9): the container is started with ``posix_spawn`` (vfork: no copy
+Start-up cost: the container is started with ``posix_spawn`` (vfork: no copy
 of the shim's memory, no Python between fork and exec) unless it must join
 cgroups first, then by ``fork`` + ``execve`` (glibc's posix_spawn leaves its own
 signals 32 and 33, below SIGRTMIN, ignored in the child; nothing else differs).
@@ -51,10 +51,10 @@ import sys
 import time
 
 # The C functions: ``signal``'s Python wrappers of these convert to enums, which
-# in a freshly forked shim costs ~60 copied pages (~0.2 ms).
-from _signal import SIG_DFL as _SIG_DFL  # type: ignore[import-not-found]
-from _signal import pthread_sigmask as _sigmask
-from _signal import signal as _setsig
+# in a freshly forked shim copies memory pages on every call.
+from _signal import SIG_DFL as _SIG_DFL  # type: ignore[import-not-found]  # noqa: PLC2701  # CPython's C module
+from _signal import pthread_sigmask as _sigmask  # noqa: PLC2701  # CPython's C module: no enum wrapping
+from _signal import signal as _setsig  # noqa: PLC2701  # CPython's C module: no enum wrapping
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 DEFAULTED = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores these; a program expects the default
@@ -64,7 +64,7 @@ SPAWN = hasattr(os, "posix_spawn") and hasattr(os, "POSIX_SPAWN_DUP2")  # else f
 
 
 def _json(value):
-    """Minimal JSON for the flat status records (``json`` is not imported: it costs ~1 MB)."""
+    """Minimal JSON for the flat status records (``json`` is not imported: it would grow every shim)."""
     if value is None:
         return "null"
     if value is True:

@@ -34,9 +34,9 @@ import socket
 import sys
 import time
 import types
-from _signal import SIG_DFL as _SIG_DFL  # type: ignore[import-not-found]  # no enum wrapping
-from _signal import SIG_IGN as _SIG_IGN
-from _signal import signal as _setsig
+from _signal import SIG_DFL as _SIG_DFL  # type: ignore[import-not-found]  # noqa: PLC2701  # CPython's C module
+from _signal import SIG_IGN as _SIG_IGN  # noqa: PLC2701  # CPython's C module: no enum wrapping
+from _signal import signal as _setsig  # noqa: PLC2701  # CPython's C module: no enum wrapping
 
 PROTOCOL = 1
 SOCKET_NAME = "shimd.sock"

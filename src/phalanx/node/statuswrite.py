@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from phalanx.client.interface import Client
 from phalanx.objects.errors import Conflict, NotFound
+from phalanx.objects.meta import name_of, namespace_of
 
 Obj = dict[str, Any]
 Outcome = Literal["unchanged", "written", "moved", "gone"]
 
 
-async def write_pod_status(client: Any, pod: Obj, status: Obj) -> tuple[Outcome, Obj | None]:
+async def write_pod_status(client: Client, pod: Obj, status: Obj) -> tuple[Outcome, Obj | None]:
     """("unchanged", None) | ("written", stored pod) | ("moved", fresh pod) | ("gone", None)."""
     if status == pod.get("status"):
         return "unchanged", None
@@ -23,7 +25,7 @@ async def write_pod_status(client: Any, pod: Obj, status: Obj) -> tuple[Outcome,
         return "written", await client.update_status({**pod, "status": status})
     except Conflict:
         try:
-            fresh = await client.get("Pod", meta.get("name"), meta.get("namespace"))
+            fresh = await client.get("Pod", name_of(pod), namespace_of(pod))
         except NotFound:
             return "gone", None
         if (fresh.get("metadata") or {}).get("uid") != meta.get("uid"):

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Union
 
-from phalanx.node.names import is_dns_label, is_dns_subdomain
+from phalanx.objects.names import is_dns_label, is_dns_subdomain
 
 Obj = dict[str, Any]
 
@@ -172,7 +172,7 @@ def _config_map_volume(name: str, src: Any, field: str) -> ConfigMapVolume:
     if not isinstance(src, dict):
         raise VolumeSpecError(f"{field}: must be an object")
     cm = src.get("name")
-    if not is_dns_subdomain(cm):
+    if not isinstance(cm, str) or not is_dns_subdomain(cm):
         raise VolumeSpecError(f"{field}.name: Invalid value: {cm!r}: must be the name of a ConfigMap "
                               "(a lowercase RFC 1123 subdomain)")
     items: tuple[KeyToPath, ...] | None = None
@@ -210,7 +210,7 @@ def plan_volumes(pod: Obj) -> VolumePlan:
         if not isinstance(v, dict):
             raise VolumeSpecError(f"{field}: must be an object")
         name = v.get("name")
-        if not is_dns_label(name):
+        if not isinstance(name, str) or not is_dns_label(name):
             raise VolumeSpecError(f"{field}.name: Invalid value: {name!r}: a lowercase RFC 1123 label must consist "
                                   "of lower case alphanumeric characters or '-', start and end with an "
                                   "alphanumeric character, and be at most 63 characters")
@@ -476,17 +476,18 @@ def _link_mount(root: Path, m: Mount, vdir: Path, *, create_sub: bool) -> None:
     if m.sub_path and create_sub and not os.path.lexists(target):
         target.mkdir(parents=True, exist_ok=True)
     rel = os.path.relpath(target, parent)
+    link_st: os.stat_result | None
     try:
-        st = os.lstat(link)
+        link_st = os.lstat(link)
     except FileNotFoundError:
-        st = None
-    if st is not None and _is_real_dir(st.st_mode):
+        link_st = None
+    if link_st is not None and _is_real_dir(link_st.st_mode):
         try:
             link.rmdir()  # an empty directory left where the mount goes
         except OSError:
             raise IsADirectoryError(errno.ENOTEMPTY, "a directory that is not empty is in the way",
                                     str(link)) from None
-    elif st is not None and not os.path.islink(link):
+    elif link_st is not None and not os.path.islink(link):
         raise FileExistsError(errno.EEXIST, "a file is in the way", str(link))
     _replace_symlink(link, rel)
 
