@@ -63,6 +63,7 @@ from phalanx.api.admission import StrictDecodingError, admit
 from phalanx.api.manifest import ManifestError, load_document
 from phalanx.api.meta import json_type_name
 from phalanx.api.registry import JOB_KINDS, ResourceType
+from phalanx.client.interface import Client
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import (
     AlreadyExists,
@@ -89,14 +90,14 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 2.0
 BOOKMARK_INTERVAL = 10.0  # seconds without an event before a watch gets a BOOKMARK
 
-CLIENT = web.AppKey("client", object)
-LOG_PROVIDER = web.AppKey("log_provider", object)
-EXEC_PROVIDER = web.AppKey("exec_provider", object)
+CLIENT: web.AppKey[Client] = web.AppKey("client")
+LOG_PROVIDER: web.AppKey[Any] = web.AppKey("log_provider")  # see make_app for the shapes accepted
+EXEC_PROVIDER: web.AppKey[remotecommand.ExecProvider | None] = web.AppKey("exec_provider")
 STOP = web.AppKey("stop", asyncio.Event)
 MAX_BODY = web.AppKey("max_body", int)
 CLOCK = web.AppKey("clock", Clock)
 BOOKMARKS = web.AppKey("bookmark_interval", float)
-ROUTE = web.RequestKey("route", object)
+ROUTE: web.RequestKey[Route] = web.RequestKey("route")
 OBJECT_NAME = web.RequestKey("object_name", str)  # the name an error is about, when not in the URL
 WARNINGS = web.RequestKey("warnings", list)  # Warning headers for the response
 
@@ -206,7 +207,7 @@ class _Bad:
         self.message = message
 
 
-class _Duplicated(dict):  # type: ignore[type-arg]
+class _Duplicated(dict[str, Any]):
     """An object that named a field twice (``message`` says which)."""
 
     message = ""
@@ -406,10 +407,15 @@ def _now(request: web.Request) -> Any:
     return request.app[CLOCK].now()
 
 
+class _ListOptionsInvalid(Invalid):
+    """A 422 about the request's list options, not about an object of the resource."""
+
+    anonymous = True
+
+
 def _list_options_error(field: str, kind: str, detail: str, value: Any = None) -> Invalid:
-    err = Invalid([FieldError(field, kind, detail, value)], prefix='ListOptions.meta.k8s.io "" is invalid: ')
-    err.anonymous = True  # about the request, not about an object of the resource  # type: ignore[attr-defined]
-    return err
+    return _ListOptionsInvalid([FieldError(field, kind, detail, value)],
+                               prefix='ListOptions.meta.k8s.io "" is invalid: ')
 
 
 def _check_list_options(request: web.Request, watching: bool, current_rv: str | None) -> None:
@@ -496,7 +502,7 @@ async def _create(request: web.Request, route: Route) -> web.StreamResponse:
     return json_response(await client.create(obj), status=201)
 
 
-async def _dry_run_create(client: Any, route: Route, obj: dict[str, Any]) -> dict[str, Any]:
+async def _dry_run_create(client: Client, route: Route, obj: dict[str, Any]) -> dict[str, Any]:
     """Admission only: the defaulted, validated object, never stored."""
     admitted = admit(obj)
     meta = admitted.get("metadata") or {}
@@ -515,7 +521,7 @@ async def _get(request: web.Request, route: Route) -> web.StreamResponse:
     client = request.app[CLIENT]
     table = _table_version(request)
     include = _include_object(request)
-    obj = await client.get(route.rt.kind, route.name, route.namespace)
+    obj = await client.get(route.rt.kind, route.name or "", route.namespace)
     if table:
         return json_response(tables.table_for(route.rt.kind, [obj], _now(request), include, version=table))
     return json_response(obj)
@@ -578,18 +584,18 @@ async def _patch(request: web.Request, route: Route) -> web.StreamResponse:
         if media == STRATEGIC_PATCH:
             return json_response(await _read_modify_write(request, route, body, media, prune=False))
         kind = "json" if media == JSON_PATCH else "merge"
-        return json_response(await client.patch(rt.kind, route.name, route.namespace, body, kind, sub))
+        return json_response(await client.patch(rt.kind, route.name or "", route.namespace, body, kind, sub))
     except StrictDecodingError as e:
         if mode == "Strict":
             raise await _patch_strict_error(client, route, body, media, e) from None
     return json_response(await _read_modify_write(request, route, body, media, prune=True))
 
 
-async def _patch_strict_error(client: Any, route: Route, patch: Any, media: str,
+async def _patch_strict_error(client: Client, route: Route, patch: Any, media: str,
                               err: StrictDecodingError) -> ApiError:
     """The apiserver's 422 for a PATCH whose result has unknown fields (golden 36)."""
     try:
-        patched = _patched(await client.get(route.rt.kind, route.name, route.namespace), patch, media)
+        patched = _patched(await client.get(route.rt.kind, route.name or "", route.namespace), patch, media)
     except ApiError:
         patched = None
     return fieldvalidation.PatchStrictDecodingError(patched if isinstance(patched, dict) else None, err,
@@ -605,7 +611,7 @@ async def _read_modify_write(request: web.Request, route: Route, patch: Any, med
     rt = route.rt
     pinned = _pins_resource_version(patch, media)
     for attempt in range(5):
-        current = await client.get(rt.kind, route.name, route.namespace)
+        current = await client.get(rt.kind, route.name or "", route.namespace)
         patched = _patched(current, patch, media)
         if not isinstance(patched, dict):
             raise BadRequest("the patch may not delete the whole object")
@@ -638,7 +644,7 @@ async def _delete(request: web.Request, route: Route) -> web.StreamResponse:
     options = parse_delete_options(body, request.query)
     if options.dry_run:
         raise BadRequest("dryRun is supported on create only")
-    current = await client.get(rt.kind, route.name, route.namespace)
+    current = await client.get(rt.kind, route.name or "", route.namespace)
     meta = current.get("metadata") or {}
     for label, want, have in (("UID", options.preconditions_uid, meta.get("uid")),
                               ("ResourceVersion", options.preconditions_resource_version,
@@ -654,7 +660,7 @@ async def _delete(request: web.Request, route: Route) -> web.StreamResponse:
         kwargs["preconditions_uid"] = options.preconditions_uid  # checked again where it is atomic
     if policy is not None:
         kwargs["propagation_policy"] = policy
-    result = await client.delete(rt.kind, route.name, route.namespace, **kwargs)
+    result = await client.delete(rt.kind, route.name or "", route.namespace, **kwargs)
     if result is not None:
         return json_response(result)
     details: dict[str, Any] = {"name": route.name}
@@ -676,7 +682,7 @@ async def _bind(request: web.Request, route: Route) -> web.StreamResponse:
     name = (body.get("metadata") or {}).get("name") if isinstance(body.get("metadata"), dict) else None
     if name not in (None, "", route.name):
         raise BadRequest(f"the name of the binding ({name}) does not match the pod on the URL ({route.name})")
-    await client.bind(route.namespace, route.name, node)
+    await client.bind(route.namespace or "", route.name or "", node)
     return json_response(success(201), status=201)
 
 
@@ -686,7 +692,7 @@ async def _logs(request: web.Request, route: Route) -> web.StreamResponse:
 
 
 async def _job_logs(request: web.Request, route: Route) -> web.StreamResponse:
-    await request.app[CLIENT].get(route.rt.kind, route.name, route.namespace)  # 404 names the job
+    await request.app[CLIENT].get(route.rt.kind, route.name or "", route.namespace)  # 404 names the job
     return await streams.job_logs(request, request.app[LOG_PROVIDER], route.rt, route.namespace or "",
                                   route.name or "", request.app[STOP])
 
@@ -805,7 +811,7 @@ def _openapi_v2(request: web.Request) -> web.StreamResponse:
     return web.Response(body=openapi_v2.openapi_v2_json(), headers={**headers, "Content-Type": "application/json"})
 
 
-ACCESS_LOG = web.AppKey("access_log", object)
+ACCESS_LOG: web.AppKey[logging.Logger | None] = web.AppKey("access_log")
 
 
 @web.middleware
@@ -813,7 +819,7 @@ async def _access_log(request: web.Request, handler: Callable[[web.Request], Awa
                       ) -> web.StreamResponse:
     """One line per request once it ends (streams too, even when the client
     goes away): time, peer, method, path and query, status, seconds, user agent."""
-    logger: logging.Logger | None = request.app[ACCESS_LOG]  # type: ignore[assignment]
+    logger = request.app[ACCESS_LOG]
     if logger is None:
         return await handler(request)
     start = time.monotonic()
@@ -878,7 +884,8 @@ async def _on_shutdown(app: web.Application) -> None:
     app[STOP].set()
 
 
-def make_app(client: Any, token: str, log_provider: Any = None, *, exec_provider: Any = None,
+def make_app(client: Client, token: str, log_provider: Any = None, *,
+             exec_provider: remotecommand.ExecProvider | None = None,
              max_body_bytes: int = MAX_BODY_BYTES, clock: Clock | None = None,
              bookmark_interval: float = BOOKMARK_INTERVAL,
              access_log: logging.Logger | None = None) -> web.Application:

@@ -51,7 +51,7 @@ _MODULE_PREFIX: tuple[tuple[ModuleType, str], ...] = (
     (kubeflow, "org.kubeflow.v1"), (volcano, "sh.volcano.scheduling.v1beta1"),
 )
 _ALIASES = {"TemplateMeta": "ObjectMeta"}  # a pod template's metadata is an ObjectMeta
-_INT_FORMATS = {(-(2**31), 2**31 - 1): "int32", (-(2**63), 2**63 - 1): "int64"}
+_INT_FORMATS: dict[tuple[Any, Any], str] = {(-(2**31), 2**31 - 1): "int32", (-(2**63), 2**63 - 1): "int64"}
 _INT_OR_STRING: Schema = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
 # Scalar types named like the apiserver's: a component in core/v1, the CRD form when inlined.
 _SCALARS: dict[str, tuple[str, Schema, Schema]] = {

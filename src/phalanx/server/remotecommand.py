@@ -164,7 +164,7 @@ async def host_ports(client: Any, pod: dict[str, Any]) -> list[str]:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     services = await client.list("Service", meta.get("namespace") or "default")
-    out = []
+    out: list[str] = []
     for svc in services.items:
         selector = (svc.get("spec") or {}).get("selector") or {}
         if not isinstance(selector, dict) or not selector or not match_labels(selector, labels):
@@ -214,8 +214,8 @@ async def _stream(ws: web.WebSocketResponse, proc: execprocess.ExecProcess, comm
         await ws.send_bytes(bytes([ERROR]) + dumps(exit_status(exited.result(), command)).encode())
         await ws.close()
     finally:
-        for t in (*outputs, inbound, exited):
-            t.cancel()
+        for task in (*outputs, inbound, exited):
+            task.cancel()
         await asyncio.gather(*outputs, inbound, exited, return_exceptions=True)
 
 

@@ -17,7 +17,7 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, AsyncIterator, Callable
 
 from aiohttp import web
 
@@ -44,7 +44,7 @@ _DISCONNECTED = (ConnectionError, asyncio.CancelledError)
 STREAM_STATUS = web.RequestKey("stream_status", int)  # the status of a stream already started
 
 
-def until_stopped(it: AsyncIterator[Any], stop: asyncio.Event) -> AsyncIterator[Any]:
+def until_stopped(it: AsyncIterator[Any], stop: asyncio.Event) -> AsyncGenerator[Any, None]:
     """Items of ``it`` until it ends or ``stop`` is set (server shutdown).
 
     A pending read is cancelled on the way out (client gone, shutdown), so the
@@ -99,7 +99,9 @@ class _Filter:
         if not isinstance(obj, dict):
             return False
         if self.labels is not None and not self.labels.empty():
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            meta = obj.get("metadata")
+            if not isinstance(meta, dict):
+                meta = {}
             if not self.labels.matches(meta.get("labels") or {}):
                 return False
         if self.fields is not None and not self.fields.empty():
@@ -129,7 +131,8 @@ async def _pump(it: AsyncIterator[Any], q: "asyncio.Queue[Any]") -> None:
     await q.put(_END)
 
 
-async def _with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: float | None) -> AsyncIterator[Any]:
+async def _with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: float | None
+                      ) -> AsyncGenerator[Any, None]:
     """Items of ``it`` until it ends or ``stop`` is set, and ``_TICK`` after every
     ``interval`` seconds without one (None: never).
 
@@ -280,19 +283,21 @@ def container_param(q: Any) -> str | None:
     return c
 
 
-def pick_container(pod: dict, container: str | None) -> str:
+def pick_container(pod: dict[str, Any], container: str | None) -> str:
     """The container to read, as the apiserver resolves it (errors are its 400s)."""
     name = pod.get("metadata", {}).get("name", "")
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    names = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, dict)]
-    inits = [c.get("name") for c in spec.get("initContainers") or [] if isinstance(c, dict)]
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        spec = {}
+    names: list[Any] = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, dict)]
+    inits: list[Any] = [c.get("name") for c in spec.get("initContainers") or [] if isinstance(c, dict)]
     if container:
         if container not in names and container not in inits:
             raise BadRequest(f"container {container} is not valid for pod {name}")
         return container
     if len(names) == 1:
         return names[0]
-    default = (pod.get("metadata", {}).get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+    default: Any = (pod.get("metadata", {}).get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
     if default in names:
         return default
     msg = f"a container name must be specified for pod {name}, choose one of: [{' '.join(map(str, names))}]"
@@ -301,7 +306,7 @@ def pick_container(pod: dict, container: str | None) -> str:
     raise BadRequest(msg)
 
 
-async def _provider_stream(provider: Any, namespace: str, pod: str, container: str, previous: bool,
+async def _provider_stream(provider: Any, namespace: str, pod: str, container: str | None, previous: bool,
                            follow: bool, tail: int | None) -> AsyncIterator[bytes]:
     """Adapt a log provider: ``open(ns, pod, container, previous, follow, tail)`` returning an
     async iterator of bytes, or the node's ``read(...) -> str`` / ``follow(...)`` pair."""
@@ -434,9 +439,9 @@ async def _send(request: web.Request, stream: AsyncIterator[bytes], follow: bool
     resp: web.StreamResponse | None = None
     try:
         done, _ = await asyncio.wait({first}, timeout=FIRST_CHUNK_GRACE if follow else None)
-        if first in done and first.exception() is not None and not isinstance(first.exception(),
-                                                                              StopAsyncIteration):
-            raise first.exception()  # an error before any output: a proper Status
+        early = first.exception() if first in done else None
+        if early is not None and not isinstance(early, StopAsyncIteration):
+            raise early  # an error before any output: a proper Status
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         resp.enable_chunked_encoding()
         await resp.prepare(request)
