@@ -50,7 +50,7 @@ def until_stopped(it: AsyncIterator[Any], stop: asyncio.Event) -> AsyncGenerator
     A pending read is cancelled on the way out (client gone, shutdown), so the
     source's own clean-up runs and nothing keeps waiting on it.
     """
-    return _with_ticks(it, stop, None)
+    return with_ticks(it, stop, None)
 
 
 async def _aclose(it: Any) -> None:
@@ -109,7 +109,7 @@ class _Filter:
         return True
 
 
-_TICK = object()  # no event for a bookmark interval
+TICK = object()  # no event for a bookmark interval
 _END = object()  # the source ended
 READ_AHEAD = 256  # items a stream's pump may hold before it stops reading its source
 
@@ -131,9 +131,9 @@ async def _pump(it: AsyncIterator[Any], q: "asyncio.Queue[Any]") -> None:
     await q.put(_END)
 
 
-async def _with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: float | None
+async def with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: float | None
                       ) -> AsyncGenerator[Any, None]:
-    """Items of ``it`` until it ends or ``stop`` is set, and ``_TICK`` after every
+    """Items of ``it`` until it ends or ``stop`` is set, and ``TICK`` after every
     ``interval`` seconds without one (None: never).
 
     One task reads the source into a bounded queue and the consumer drains what
@@ -158,7 +158,7 @@ async def _with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: flo
                     getter = None
                     if stop_wait in done:
                         return
-                    yield _TICK
+                    yield TICK
                     continue
                 item = getter.result()
                 getter = None
@@ -228,9 +228,9 @@ async def watch(request: web.Request, client: Any, rt: ResourceType, namespace: 
 
     try:
         async with asyncio.timeout(timeout if timeout else None), \
-                contextlib.aclosing(_with_ticks(source, stop, interval)) as events:
+                contextlib.aclosing(with_ticks(source, stop, interval)) as events:
             async for ev in events:
-                if ev is _TICK:
+                if ev is TICK:
                     if seen is not None and seen != sent_bookmark:
                         bookmark = {"kind": rt.kind, "apiVersion": rt.api_version,
                                     "metadata": {"resourceVersion": str(seen)}}
