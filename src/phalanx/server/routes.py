@@ -4,7 +4,6 @@ Paths, impossible names, dryRun, list options, fieldValidation and Table negotia
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +11,9 @@ from aiohttp import web
 
 from phalanx.api.registry import ResourceType
 from phalanx.objects.errors import BadRequest, FieldError, Gone, Invalid, NotFound
+from phalanx.objects.names import is_dns_label, is_dns_subdomain
 from phalanx.server import discovery, fieldvalidation, tables
 from phalanx.server.status import failure
-
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -58,9 +55,9 @@ def parse_resource_path(group: str, version: str, rest: list[str]) -> Route:
 
 def check_names(route: Route) -> None:
     """Names that cannot exist are answered like missing objects (they never touch a path)."""
-    if route.namespace is not None and (len(route.namespace) > 63 or not _DNS_LABEL.match(route.namespace)):
+    if route.namespace is not None and not is_dns_label(route.namespace):
         raise NotFound("namespaces", route.namespace)
-    if route.name is not None and (len(route.name) > 253 or not _DNS_SUBDOMAIN.match(route.name)):
+    if route.name is not None and not is_dns_subdomain(route.name):
         raise NotFound(resource_name(route.rt), route.name)
 
 

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, AsyncGenerator, AsyncIterator, Callable
@@ -24,6 +23,7 @@ from aiohttp import web
 from phalanx.api.registry import ResourceType
 from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import ApiError, BadRequest, NotFound
+from phalanx.objects.names import is_dns_label
 from phalanx.objects.selectors import (
     FieldSelector,
     LabelSelector,
@@ -269,14 +269,11 @@ async def watch(request: web.Request, client: Any, rt: ResourceType, namespace: 
 # --------------------------------------------------------------------------
 
 
-_CONTAINER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
 def container_param(q: Any) -> str | None:
     """The ``container`` query parameter, a DNS label (it names a directory of
     the node's logs) or BadRequest naming it; None when absent."""
     c = q.get("container") or None
-    if c is not None and (len(c) > 63 or not _CONTAINER_NAME.match(c)):
+    if c is not None and not is_dns_label(c):
         shown = c if len(c) <= 64 else c[:64] + "..."
         raise BadRequest(f'container: Invalid value: "{shown}": a container name must be a lowercase RFC 1123 '
                          "label (lower case alphanumeric characters or '-', at most 63)")
