@@ -21,6 +21,7 @@ from typing import Any, AsyncGenerator, AsyncIterator, Callable
 from aiohttp import web
 
 from phalanx.api.registry import ResourceType
+from phalanx.client.interface import Client
 from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import ApiError, BadRequest, NotFound
 from phalanx.objects.names import is_dns_label
@@ -198,7 +199,7 @@ class WatchFormat:
         return tables.table_watch_event(type_, rt.kind, obj, self.now(), self.include_object, version=self.table)
 
 
-async def watch(request: web.Request, client: Any, rt: ResourceType, namespace: str | None,
+async def watch(request: web.Request, client: Client, rt: ResourceType, namespace: str | None,
                 stop: asyncio.Event, fmt: WatchFormat | None = None,
                 bookmark_interval: float | None = None) -> web.StreamResponse:
     """A chunked NDJSON watch. With ``allowWatchBookmarks`` a BOOKMARK carrying the
@@ -369,7 +370,7 @@ def _log_options(q: Any) -> None:
         raise BadRequest("sinceTime: Invalid value: at most one of sinceTime or sinceSeconds may be specified")
 
 
-async def logs(request: web.Request, client: Any, provider: Any, namespace: str, name: str,
+async def logs(request: web.Request, client: Client, provider: Any, namespace: str, name: str,
                stop: asyncio.Event, now: Callable[[], datetime] | None = None) -> web.StreamResponse:
     q = request.query
     follow = parse_bool(q.get("follow"), "follow")
