@@ -6,7 +6,8 @@ items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``,
 ``pods/{name}/exec`` over websockets (``remotecommand``)), watch
 streams, ``/version``, health, legacy discovery, ``/openapi/v3`` and
 ``/openapi/v2`` (``openapi_v2``). Built-in kinds may be sent as Kubernetes
-protobuf (``protobuf``), as kubectl's typed clients do; answers are JSON. Every
+protobuf (``protobuf``), as kubectl's typed clients do; answers are JSON (paths
+and query options are read by ``routes``, bodies by ``bodies``). Every
 request needs the bearer token; every error is a Kubernetes ``Status`` with the
 apiserver's code and wording, and bad input never yields a 5xx. ``serve``
 listens on loopback or a unix socket only, over HTTPS when given a TLS context
