@@ -9,7 +9,7 @@ import contextlib
 import pytest
 
 from phalanx.objects.errors import Gone
-from phalanx.server.streams import _TICK, _with_ticks
+from phalanx.server.streams import TICK, with_ticks
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -37,7 +37,7 @@ async def _turns_to_read(source, n: int) -> tuple[list, int]:
 
     loop.call_soon(tick)
     got = []
-    async with contextlib.aclosing(_with_ticks(source, asyncio.Event(), None)) as items:
+    async with contextlib.aclosing(with_ticks(source, asyncio.Event(), None)) as items:
         async for item in items:
             got.append(item)
             if len(got) == n:
@@ -55,7 +55,7 @@ async def test_a_backlog_is_delivered_in_a_few_loop_turns():
 async def test_items_before_an_error_come_first_then_the_error():
     seen = []
     with pytest.raises(Gone):
-        async for item in _with_ticks(_ready_then_idle(5, Gone("too old")), asyncio.Event(), None):
+        async for item in with_ticks(_ready_then_idle(5, Gone("too old")), asyncio.Event(), None):
             seen.append(item)
     assert seen == [0, 1, 2, 3, 4]
 
@@ -63,11 +63,11 @@ async def test_items_before_an_error_come_first_then_the_error():
 async def test_ticks_when_idle_and_stops_when_asked():
     stop = asyncio.Event()
     out = []
-    async for item in _with_ticks(_ready_then_idle(2), stop, 0.05):
+    async for item in with_ticks(_ready_then_idle(2), stop, 0.05):
         out.append(item)
-        if item is _TICK:
+        if item is TICK:
             stop.set()
-    assert out == [0, 1, _TICK]
+    assert out == [0, 1, TICK]
 
 
 async def test_a_slow_consumer_leaves_the_rest_with_the_source():
@@ -80,7 +80,7 @@ async def test_a_slow_consumer_leaves_the_rest_with_the_source():
             yield i
         await asyncio.sleep(3600)
 
-    async with contextlib.aclosing(_with_ticks(counting(), asyncio.Event(), None)) as items:
+    async with contextlib.aclosing(with_ticks(counting(), asyncio.Event(), None)) as items:
         first = await items.__anext__()
         for _ in range(5):
             await asyncio.sleep(0)

@@ -9,6 +9,7 @@ import hmac
 from typing import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from phalanx.server.status import failure
 
@@ -25,7 +26,7 @@ def check_token(header: str | None, token: bytes) -> bool:
     return hmac.compare_digest(presented.strip().encode("utf-8", "surrogateescape"), token)
 
 
-def bearer_auth(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def bearer_auth(token: str) -> Middleware:
     """An aiohttp middleware refusing any request that does not carry ``token``."""
     if not token:
         raise ValueError("the API token must not be empty: the server never runs unauthenticated")

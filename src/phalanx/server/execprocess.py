@@ -169,10 +169,16 @@ def spawn(argv: Sequence[str], *, stdin: bool, stdout: bool, stderr: bool, tty: 
 # --------------------------------------------------------------------------- non-blocking fd I/O
 
 
+def _settle(ready: asyncio.Future[None]) -> None:
+    """Resolve ``ready`` once (the fd callback may fire again before it is removed)."""
+    if not ready.done():
+        ready.set_result(None)
+
+
 async def _readable(fd: int) -> None:
     loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, _settle, ready)
     try:
         await ready
     finally:
@@ -181,8 +187,8 @@ async def _readable(fd: int) -> None:
 
 async def _writable(fd: int) -> None:
     loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_writer(fd, _settle, ready)
     try:
         await ready
     finally:

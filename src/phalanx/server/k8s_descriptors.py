@@ -12,6 +12,7 @@ the same release, gnostic-models' OpenAPIv2.proto; all Apache-2.0). Files:
 #   k8s.io/api/apps/v1/generated.proto (k8s.io.api.apps.v1)
 #   k8s.io/api/rbac/v1/generated.proto (k8s.io.api.rbac.v1)
 #   openapiv2/OpenAPIv2.proto (openapi.v2)
+Long because it is generated descriptor data: one base64 FileDescriptorSet, nothing to split.
 """
 import base64
 

@@ -24,12 +24,11 @@ from pydantic.json_schema import GenerateJsonSchema
 from phalanx.api import core, kubeflow, meta, volcano
 from phalanx.api.registry import JOB_KINDS, RESOURCES, ResourceType
 from phalanx.server.openapi_docs import API_VERSION, DESCRIPTIONS, KIND, LIST_METADATA, METADATA
+from phalanx.server.openapi_paths import META, SCHEMAS_REF, resource_paths
 
 Schema = dict[str, Any]
 
 OPENAPI_BASE = "/openapi/v3"
-META = "io.k8s.apimachinery.pkg.apis.meta.v1"
-_SCHEMAS = "#/components/schemas/"
 _DEFS = "#/$defs/"
 
 KIND_MODELS: dict[str, type[BaseModel]] = {
@@ -51,7 +50,7 @@ _MODULE_PREFIX: tuple[tuple[ModuleType, str], ...] = (
     (kubeflow, "org.kubeflow.v1"), (volcano, "sh.volcano.scheduling.v1beta1"),
 )
 _ALIASES = {"TemplateMeta": "ObjectMeta"}  # a pod template's metadata is an ObjectMeta
-_INT_FORMATS = {(-(2**31), 2**31 - 1): "int32", (-(2**63), 2**63 - 1): "int64"}
+_INT_FORMATS: dict[tuple[Any, Any], str] = {(-(2**31), 2**31 - 1): "int32", (-(2**63), 2**63 - 1): "int64"}
 _INT_OR_STRING: Schema = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
 # Scalar types named like the apiserver's: a component in core/v1, the CRD form when inlined.
 _SCALARS: dict[str, tuple[str, Schema, Schema]] = {
@@ -211,7 +210,7 @@ class _Builder:
             if self.inline:
                 return {**({"description": description} if description else {}), **copy.deepcopy(inlined)}
             self.components[cname] = copy.deepcopy(component)
-            ref = {"$ref": _SCHEMAS + cname}
+            ref = {"$ref": SCHEMAS_REF + cname}
             return {"description": description, "allOf": [ref]} if description else ref
         if self.inline and not _is_meta(def_name):
             target = self.resolve(self.defs[def_name])
@@ -223,7 +222,7 @@ class _Builder:
             self.components[cname] = {}  # placeholder: stops recursion on cycles
             source = self.defs.get(_ALIASES.get(def_name, def_name), self.defs[def_name])
             self.components[cname] = self.resolve(source)
-        ref = {"$ref": _SCHEMAS + cname}
+        ref = {"$ref": SCHEMAS_REF + cname}
         return {"description": description, "allOf": [ref]} if description else ref
 
 
@@ -285,7 +284,7 @@ def _list_schema(rt: ResourceType, kind_ref: str) -> Schema:
             "apiVersion": {"description": API_VERSION, "type": "string"},
             "items": {"description": f"List of {rt.plural}.", "type": "array", "items": {"$ref": kind_ref}},
             "kind": {"description": KIND, "type": "string"},
-            "metadata": {"description": LIST_METADATA, "allOf": [{"$ref": _SCHEMAS + META + ".ListMeta"}]},
+            "metadata": {"description": LIST_METADATA, "allOf": [{"$ref": SCHEMAS_REF + META + ".ListMeta"}]},
         },
         "x-kubernetes-group-version-kind": [_gvk(rt, rt.kind + "List")],
     }
@@ -301,7 +300,7 @@ def _s(description: str, typ: str = "string", **extra: Any) -> Schema:
 
 def _meta_components() -> dict[str, Schema]:
     """The apimachinery types every document references besides ObjectMeta."""
-    ref = lambda name: {"$ref": _SCHEMAS + META + "." + name}
+    ref = lambda name: {"$ref": SCHEMAS_REF + META + "." + name}
     return {
         META + ".ListMeta": _obj("ListMeta describes metadata that synthetic resources must have, including lists.", {
             "continue": _s("An opaque token to fetch the next page of a list requested with a limit."),
@@ -355,180 +354,6 @@ def _meta_components() -> dict[str, Schema]:
 
 
 # --------------------------------------------------------------------------
-# Paths
-# --------------------------------------------------------------------------
-
-_PARAMS: dict[str, tuple[str, str]] = {
-    "allowWatchBookmarks": ("boolean", "Allow the server to send BOOKMARK events in a watch."),
-    "continue": ("string", "The continue token of a previous list call with a limit."),
-    "dryRun": ("string", "When present (All), modifications are validated but not persisted."),
-    "fieldManager": ("string", "A name associated with the actor or entity making the change."),
-    "fieldSelector": ("string", "Restrict the returned objects by their fields (metadata.name, "
-                                "metadata.namespace, involvedObject.* for events)."),
-    "fieldValidation": ("string", "How unknown or duplicate fields in the request body are handled: Ignore, "
-                                  "Warn or Strict (refused)."),
-    "force": ("boolean", "Force an apply request (server-side apply only)."),
-    "gracePeriodSeconds": ("integer", "Seconds before the object is deleted; 0 deletes immediately."),
-    "labelSelector": ("string", "Restrict the returned objects by their labels."),
-    "limit": ("integer", "Maximum number of objects to return (may be ignored: the whole list is returned)."),
-    "orphanDependents": ("boolean", "Deprecated: use propagationPolicy."),
-    "pretty": ("string", "If 'true', the output is pretty printed."),
-    "propagationPolicy": ("string", "Whether and how garbage collection is performed: Orphan, Background or "
-                                    "Foreground."),
-    "resourceVersion": ("string", "The resourceVersion a list or watch starts from."),
-    "resourceVersionMatch": ("string", "How resourceVersion is applied to a list call."),
-    "sendInitialEvents": ("boolean", "Send the current objects as ADDED events at the start of a watch."),
-    "timeoutSeconds": ("integer", "Timeout of a list or watch call, in seconds."),
-    "watch": ("boolean", "Watch for changes (ADDED, MODIFIED, DELETED events) instead of listing."),
-    "container": ("string", "The container to read the log of (defaults to the only, or the default, one)."),
-    "follow": ("boolean", "Follow the log stream of the pod."),
-    "limitBytes": ("integer", "Number of bytes to read from the server before terminating the log output."),
-    "previous": ("boolean", "Return the log of the previous, terminated instance of the container."),
-    "sinceSeconds": ("integer", "Only return log lines newer than this many seconds."),
-    "sinceTime": ("string", "Only return log lines after this RFC 3339 time."),
-    "tailLines": ("integer", "Number of lines from the end of the log to show."),
-    "timestamps": ("boolean", "Prefix every log line with its RFC 3339 timestamp."),
-}
-_LIST_PARAMS = ("allowWatchBookmarks", "continue", "fieldSelector", "labelSelector", "limit", "resourceVersion",
-                "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds", "watch")
-_WRITE_PARAMS = ("dryRun", "fieldManager", "fieldValidation")
-_PATCH_TYPES = ("application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json")
-_LOG_PARAMS = ("container", "follow", "limitBytes", "previous", "sinceSeconds", "sinceTime", "tailLines",
-               "timestamps")
-
-
-def _query(*names: str) -> list[Schema]:
-    return [{"name": n, "in": "query", "description": _PARAMS[n][1],
-             "schema": {"type": _PARAMS[n][0], "uniqueItems": True}} for n in names]
-
-
-def _path_param(name: str, description: str) -> Schema:
-    return {"name": name, "in": "path", "description": description, "required": True,
-            "schema": {"type": "string", "uniqueItems": True}}
-
-
-def _content(ref: str) -> Schema:
-    return {"application/json": {"schema": {"$ref": ref}}, "application/yaml": {"schema": {"$ref": ref}}}
-
-
-def _responses(ref: str, *extra: tuple[str, str]) -> Schema:
-    out: Schema = {"200": {"description": "OK", "content": _content(ref)}}
-    for code, text in extra:
-        out[code] = {"description": text, "content": _content(ref)}
-    out["401"] = {"description": "Unauthorized"}
-    return out
-
-
-class _Ops:
-    """Builds the operations of one resource the way the apiserver names them."""
-
-    def __init__(self, rt: ResourceType, kind_ref: str, list_ref: str) -> None:
-        self.rt = rt
-        self.kind_ref = kind_ref
-        self.list_ref = list_ref
-        if rt.group:
-            words = rt.group.split(".")
-            self.tag = words[0] + "".join(w.capitalize() for w in words[1:]) + "_" + rt.version
-            self.gv = "".join(w.capitalize() for w in words) + rt.version.capitalize()
-        else:
-            self.tag = "core_" + rt.version
-            self.gv = "Core" + rt.version.capitalize()
-        self.scope = "Namespaced" if rt.namespaced else ""
-
-    def op(self, verb: str, action: str, description: str, suffix: str = "", *, params: tuple[str, ...] = (),
-           body: str | None = None, body_types: tuple[str, ...] = (), responses: Schema, all_ns: bool = False,
-           required_body: bool = True) -> Schema:
-        scope = "" if all_ns else self.scope
-        collection = "Collection" if action == "deletecollection" else ""
-        out: Schema = {
-            "tags": [self.tag],
-            "description": description,
-            "operationId": f"{verb}{self.gv}{collection}{scope}{self.rt.kind}{suffix}",
-            "parameters": _query(*params),
-        }
-        if body is not None:
-            content = ({t: {"schema": {"$ref": body}} for t in body_types} if body_types else _content(body))
-            out["requestBody"] = {"content": content, **({"required": True} if required_body else {})}
-        out["responses"] = responses
-        out["x-kubernetes-action"] = action
-        out["x-kubernetes-group-version-kind"] = {"group": self.rt.group, "version": self.rt.version,
-                                                  "kind": self.rt.kind}
-        if not out["parameters"]:
-            del out["parameters"]
-        return out
-
-    def collection(self, all_ns: bool = False) -> Schema:
-        k = self.rt.kind
-        status = _SCHEMAS + META + ".Status"
-        if all_ns:
-            return {"get": self.op("list", "list", f"list or watch objects of kind {k}", "ForAllNamespaces",
-                                   params=_LIST_PARAMS, responses=_responses(self.list_ref), all_ns=True),
-                    "parameters": _query("pretty")}
-        return {
-            "get": self.op("list", "list", f"list or watch objects of kind {k}", params=_LIST_PARAMS,
-                           responses=_responses(self.list_ref)),
-            "post": self.op("create", "post", f"create a {k}", params=_WRITE_PARAMS, body=self.kind_ref,
-                            responses=_responses(self.kind_ref, ("201", "Created"), ("202", "Accepted"))),
-            "delete": self.op("delete", "deletecollection", f"delete collection of {k}",
-                              params=_LIST_PARAMS + ("dryRun", "gracePeriodSeconds", "orphanDependents",
-                                                     "propagationPolicy"),
-                              body=_SCHEMAS + META + ".DeleteOptions", required_body=False,
-                              responses=_responses(status)),
-            "parameters": self._scope_params() + _query("pretty"),
-        }
-
-    def item(self, sub: str = "") -> Schema:
-        k = self.rt.kind
-        what = f"status of the specified {k}" if sub else f"the specified {k}"
-        suffix = sub.capitalize()
-        ops: Schema = {
-            "get": self.op("read", "get", f"read {what}", suffix, params=() if sub else ("resourceVersion",),
-                           responses=_responses(self.kind_ref)),
-            "put": self.op("replace", "put", f"replace {what}", suffix, params=_WRITE_PARAMS, body=self.kind_ref,
-                           responses=_responses(self.kind_ref, ("201", "Created"))),
-        }
-        if not sub:
-            ops["delete"] = self.op("delete", "delete", f"delete a {k}",
-                                    params=("dryRun", "gracePeriodSeconds", "orphanDependents", "propagationPolicy"),
-                                    body=_SCHEMAS + META + ".DeleteOptions", required_body=False,
-                                    responses=_responses(_SCHEMAS + META + ".Status", ("202", "Accepted")))
-        ops["patch"] = self.op("patch", "patch", f"partially update {what}", suffix,
-                               params=_WRITE_PARAMS + ("force",), body=_SCHEMAS + META + ".Patch",
-                               body_types=_PATCH_TYPES, responses=_responses(self.kind_ref, ("201", "Created")))
-        ops["parameters"] = [_path_param("name", f"name of the {k}")] + self._scope_params() + _query("pretty")
-        return ops
-
-    def log(self) -> Schema:
-        text = {"text/plain": {"schema": {"type": "string"}}}
-        return {
-            "get": {**self.op("read", "get", "read log of the specified Pod", "Log", params=_LOG_PARAMS,
-                              responses={}),
-                    "responses": {"200": {"description": "OK", "content": text},
-                                  "401": {"description": "Unauthorized"}}},
-            "parameters": [_path_param("name", "name of the Pod")] + self._scope_params() + _query("pretty"),
-        }
-
-    def _scope_params(self) -> list[Schema]:
-        if not self.rt.namespaced:
-            return []
-        return [_path_param("namespace", "object name and auth scope, such as for teams and projects")]
-
-
-def _resource_paths(rt: ResourceType, kind_ref: str, list_ref: str) -> dict[str, Schema]:
-    base = f"/api/{rt.version}" if not rt.group else f"/apis/{rt.group}/{rt.version}"
-    ops = _Ops(rt, kind_ref, list_ref)
-    coll = f"{base}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{base}/{rt.plural}"
-    paths = {coll: ops.collection(), f"{coll}/{{name}}": ops.item()}
-    if rt.has_status:
-        paths[f"{coll}/{{name}}/status"] = ops.item("status")
-    if rt.kind == "Pod":
-        paths[f"{coll}/{{name}}/log"] = ops.log()
-    if rt.namespaced:
-        paths[f"{base}/{rt.plural}"] = ops.collection(all_ns=True)
-    return paths
-
-
-# --------------------------------------------------------------------------
 # Documents, index, hashes
 # --------------------------------------------------------------------------
 
@@ -571,8 +396,8 @@ def _build_document(key: str) -> Schema:
     for rt, schema in kinds:
         name = f"{_prefix(rt)}.{rt.kind}"
         schemas[name] = builder.resolve(schema)
-        schemas[name + "List"] = _list_schema(rt, _SCHEMAS + name)
-        paths.update(_resource_paths(rt, _SCHEMAS + name, _SCHEMAS + name + "List"))
+        schemas[name + "List"] = _list_schema(rt, SCHEMAS_REF + name)
+        paths.update(resource_paths(rt, SCHEMAS_REF + name, SCHEMAS_REF + name + "List"))
     builder.resolve({"$ref": _DEFS + "ObjectMeta"})  # always published, as the apiserver does
     schemas.update(builder.components)
     schemas.update(_meta_components())

@@ -91,7 +91,7 @@ def _fill_schema(msg: Any, schema: Schema) -> None:
             ext.name = k
             ext.value.CopyFrom(_any(v))
         elif k == "$ref":
-            msg._ref = v
+            msg._ref = v  # noqa: SLF001 - gnostic's generated field for "$ref" is named _ref (a public field)
         elif k == "type":
             msg.type.value.extend(v if isinstance(v, list) else [v])
         elif k == "items":

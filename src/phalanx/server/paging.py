@@ -20,7 +20,9 @@ Obj = dict[str, Any]
 
 
 def _key(obj: Obj) -> tuple[str, str]:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 

@@ -169,7 +169,7 @@ _OMIT = object()
 
 
 def _time(msg: Message, micro: bool) -> Any:
-    seconds, nanos = msg.seconds, msg.nanos  # type: ignore[attr-defined]
+    seconds, nanos = msg.seconds, msg.nanos
     if not seconds and not nanos:
         return _OMIT  # Go's zero time: null in JSON, i.e. unset
     try:

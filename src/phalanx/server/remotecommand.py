@@ -24,6 +24,7 @@ from typing import Any, Protocol, Sequence
 from aiohttp import WSMsgType, web
 
 from phalanx.api.constants import ANNOTATION_HOST_PORTS
+from phalanx.client.interface import Client
 from phalanx.objects.errors import BadRequest
 from phalanx.objects.meta import match_labels
 from phalanx.server import execprocess
@@ -107,7 +108,7 @@ def _upgrade_problem(request: web.Request) -> str | None:
 # --------------------------------------------------------------------------- handlers
 
 
-async def exec_handler(request: web.Request, client: Any, provider: ExecProvider | None,
+async def exec_handler(request: web.Request, client: Client, provider: ExecProvider | None,
                        namespace: str, name: str) -> web.StreamResponse:
     """``GET|POST .../pods/{name}/exec``: checks in the apiserver's order, then the stream."""
     command, stdin, stdout, stderr, tty = exec_options(request)
@@ -141,7 +142,7 @@ async def exec_handler(request: web.Request, client: Any, provider: ExecProvider
     return ws
 
 
-async def attach_handler(request: web.Request, client: Any, namespace: str, name: str) -> web.StreamResponse:
+async def attach_handler(request: web.Request, client: Client, namespace: str, name: str) -> web.StreamResponse:
     pod = await client.get("Pod", name, namespace)
     container = pick_container(pod, request.query.get("container"))
     raise BadRequest(f"attach is not supported by the Phalanx local runtime: read container {container}'s "
@@ -149,7 +150,7 @@ async def attach_handler(request: web.Request, client: Any, namespace: str, name
                      f"`kubectl exec {name} -c {container} -- COMMAND` (or `phalanx exec {name} -- COMMAND`)")
 
 
-async def portforward_handler(request: web.Request, client: Any, namespace: str, name: str) -> web.StreamResponse:
+async def portforward_handler(request: web.Request, client: Client, namespace: str, name: str) -> web.StreamResponse:
     pod = await client.get("Pod", name, namespace)
     ports = await host_ports(client, pod)
     where = ("; its Services' ports are these host ports on 127.0.0.1: " + ", ".join(ports)) if ports else ""
@@ -158,13 +159,13 @@ async def portforward_handler(request: web.Request, client: Any, namespace: str,
                      f"`phalanx exec {name} -- COMMAND`")
 
 
-async def host_ports(client: Any, pod: dict[str, Any]) -> list[str]:
+async def host_ports(client: Client, pod: dict[str, Any]) -> list[str]:
     """``service/port=hostport`` for each Service selecting the pod, from its
     ``phalanx.dev/host-ports`` annotation."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     services = await client.list("Service", meta.get("namespace") or "default")
-    out = []
+    out: list[str] = []
     for svc in services.items:
         selector = (svc.get("spec") or {}).get("selector") or {}
         if not isinstance(selector, dict) or not selector or not match_labels(selector, labels):
@@ -214,8 +215,8 @@ async def _stream(ws: web.WebSocketResponse, proc: execprocess.ExecProcess, comm
         await ws.send_bytes(bytes([ERROR]) + dumps(exit_status(exited.result(), command)).encode())
         await ws.close()
     finally:
-        for t in (*outputs, inbound, exited):
-            t.cancel()
+        for task in (*outputs, inbound, exited):
+            task.cancel()
         await asyncio.gather(*outputs, inbound, exited, return_exceptions=True)
 
 

@@ -72,7 +72,8 @@ def _merge_map(current: dict, patch: dict) -> Any:
         if value is None:
             result.pop(key, None)
         elif isinstance(value, dict):
-            merged = _merge_map(result.get(key) if isinstance(result.get(key), dict) else {}, value)
+            base = result.get(key)
+            merged = _merge_map(base if isinstance(base, dict) else {}, value)
             if merged is None:
                 result.pop(key, None)
             else:

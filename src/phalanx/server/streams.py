@@ -14,16 +14,17 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, AsyncIterator, Callable
 
 from aiohttp import web
 
 from phalanx.api.registry import ResourceType
+from phalanx.client.interface import Client
 from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import ApiError, BadRequest, NotFound
+from phalanx.objects.names import is_dns_label
 from phalanx.objects.selectors import (
     FieldSelector,
     LabelSelector,
@@ -44,13 +45,13 @@ _DISCONNECTED = (ConnectionError, asyncio.CancelledError)
 STREAM_STATUS = web.RequestKey("stream_status", int)  # the status of a stream already started
 
 
-def until_stopped(it: AsyncIterator[Any], stop: asyncio.Event) -> AsyncIterator[Any]:
+def until_stopped(it: AsyncIterator[Any], stop: asyncio.Event) -> AsyncGenerator[Any, None]:
     """Items of ``it`` until it ends or ``stop`` is set (server shutdown).
 
     A pending read is cancelled on the way out (client gone, shutdown), so the
     source's own clean-up runs and nothing keeps waiting on it.
     """
-    return _with_ticks(it, stop, None)
+    return with_ticks(it, stop, None)
 
 
 async def _aclose(it: Any) -> None:
@@ -99,7 +100,9 @@ class _Filter:
         if not isinstance(obj, dict):
             return False
         if self.labels is not None and not self.labels.empty():
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            meta = obj.get("metadata")
+            if not isinstance(meta, dict):
+                meta = {}
             if not self.labels.matches(meta.get("labels") or {}):
                 return False
         if self.fields is not None and not self.fields.empty():
@@ -107,7 +110,7 @@ class _Filter:
         return True
 
 
-_TICK = object()  # no event for a bookmark interval
+TICK = object()  # no event for a bookmark interval
 _END = object()  # the source ended
 READ_AHEAD = 256  # items a stream's pump may hold before it stops reading its source
 
@@ -129,8 +132,9 @@ async def _pump(it: AsyncIterator[Any], q: "asyncio.Queue[Any]") -> None:
     await q.put(_END)
 
 
-async def _with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: float | None) -> AsyncIterator[Any]:
-    """Items of ``it`` until it ends or ``stop`` is set, and ``_TICK`` after every
+async def with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: float | None
+                      ) -> AsyncGenerator[Any, None]:
+    """Items of ``it`` until it ends or ``stop`` is set, and ``TICK`` after every
     ``interval`` seconds without one (None: never).
 
     One task reads the source into a bounded queue and the consumer drains what
@@ -155,7 +159,7 @@ async def _with_ticks(it: AsyncIterator[Any], stop: asyncio.Event, interval: flo
                     getter = None
                     if stop_wait in done:
                         return
-                    yield _TICK
+                    yield TICK
                     continue
                 item = getter.result()
                 getter = None
@@ -195,7 +199,7 @@ class WatchFormat:
         return tables.table_watch_event(type_, rt.kind, obj, self.now(), self.include_object, version=self.table)
 
 
-async def watch(request: web.Request, client: Any, rt: ResourceType, namespace: str | None,
+async def watch(request: web.Request, client: Client, rt: ResourceType, namespace: str | None,
                 stop: asyncio.Event, fmt: WatchFormat | None = None,
                 bookmark_interval: float | None = None) -> web.StreamResponse:
     """A chunked NDJSON watch. With ``allowWatchBookmarks`` a BOOKMARK carrying the
@@ -225,9 +229,9 @@ async def watch(request: web.Request, client: Any, rt: ResourceType, namespace: 
 
     try:
         async with asyncio.timeout(timeout if timeout else None), \
-                contextlib.aclosing(_with_ticks(source, stop, interval)) as events:
+                contextlib.aclosing(with_ticks(source, stop, interval)) as events:
             async for ev in events:
-                if ev is _TICK:
+                if ev is TICK:
                     if seen is not None and seen != sent_bookmark:
                         bookmark = {"kind": rt.kind, "apiVersion": rt.api_version,
                                     "metadata": {"resourceVersion": str(seen)}}
@@ -266,33 +270,32 @@ async def watch(request: web.Request, client: Any, rt: ResourceType, namespace: 
 # --------------------------------------------------------------------------
 
 
-_CONTAINER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
 def container_param(q: Any) -> str | None:
     """The ``container`` query parameter, a DNS label (it names a directory of
     the node's logs) or BadRequest naming it; None when absent."""
     c = q.get("container") or None
-    if c is not None and (len(c) > 63 or not _CONTAINER_NAME.match(c)):
+    if c is not None and not is_dns_label(c):
         shown = c if len(c) <= 64 else c[:64] + "..."
         raise BadRequest(f'container: Invalid value: "{shown}": a container name must be a lowercase RFC 1123 '
                          "label (lower case alphanumeric characters or '-', at most 63)")
     return c
 
 
-def pick_container(pod: dict, container: str | None) -> str:
+def pick_container(pod: dict[str, Any], container: str | None) -> str:
     """The container to read, as the apiserver resolves it (errors are its 400s)."""
     name = pod.get("metadata", {}).get("name", "")
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    names = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, dict)]
-    inits = [c.get("name") for c in spec.get("initContainers") or [] if isinstance(c, dict)]
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        spec = {}
+    names: list[Any] = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, dict)]
+    inits: list[Any] = [c.get("name") for c in spec.get("initContainers") or [] if isinstance(c, dict)]
     if container:
         if container not in names and container not in inits:
             raise BadRequest(f"container {container} is not valid for pod {name}")
         return container
     if len(names) == 1:
         return names[0]
-    default = (pod.get("metadata", {}).get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+    default: Any = (pod.get("metadata", {}).get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
     if default in names:
         return default
     msg = f"a container name must be specified for pod {name}, choose one of: [{' '.join(map(str, names))}]"
@@ -301,7 +304,7 @@ def pick_container(pod: dict, container: str | None) -> str:
     raise BadRequest(msg)
 
 
-async def _provider_stream(provider: Any, namespace: str, pod: str, container: str, previous: bool,
+async def _provider_stream(provider: Any, namespace: str, pod: str, container: str | None, previous: bool,
                            follow: bool, tail: int | None) -> AsyncIterator[bytes]:
     """Adapt a log provider: ``open(ns, pod, container, previous, follow, tail)`` returning an
     async iterator of bytes, or the node's ``read(...) -> str`` / ``follow(...)`` pair."""
@@ -367,7 +370,7 @@ def _log_options(q: Any) -> None:
         raise BadRequest("sinceTime: Invalid value: at most one of sinceTime or sinceSeconds may be specified")
 
 
-async def logs(request: web.Request, client: Any, provider: Any, namespace: str, name: str,
+async def logs(request: web.Request, client: Client, provider: Any, namespace: str, name: str,
                stop: asyncio.Event, now: Callable[[], datetime] | None = None) -> web.StreamResponse:
     q = request.query
     follow = parse_bool(q.get("follow"), "follow")
@@ -434,9 +437,9 @@ async def _send(request: web.Request, stream: AsyncIterator[bytes], follow: bool
     resp: web.StreamResponse | None = None
     try:
         done, _ = await asyncio.wait({first}, timeout=FIRST_CHUNK_GRACE if follow else None)
-        if first in done and first.exception() is not None and not isinstance(first.exception(),
-                                                                              StopAsyncIteration):
-            raise first.exception()  # an error before any output: a proper Status
+        early = first.exception() if first in done else None
+        if early is not None and not isinstance(early, StopAsyncIteration):
+            raise early  # an error before any output: a proper Status
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         resp.enable_chunked_encoding()
         await resp.prepare(request)

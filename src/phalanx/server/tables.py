@@ -397,7 +397,9 @@ _POD_FAILED = [{"type": "Completed", "status": "True", "reason": "Failed", "mess
 
 def partial_object_metadata(obj: Obj) -> Obj:
     """``meta.k8s.io/v1 PartialObjectMetadata`` of an object: its whole metadata."""
-    md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    md = obj.get("metadata")
+    if not isinstance(md, dict):
+        md = {}
     ordered = {k: md[k] for k in _META_ORDER if k in md}
     ordered.update({k: v for k, v in md.items() if k not in ordered})
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": ordered}

@@ -27,6 +27,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from phalanx.objects.names import is_dns_label
+
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"
 SERVER_CERT = "server.crt"
@@ -230,7 +232,6 @@ def client_ssl_context(ca_cert: Path) -> ssl.SSLContext:
 # kubeconfig
 # --------------------------------------------------------------------------
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -253,7 +254,7 @@ def write_kubeconfig(path: Path, server_url: str, ca_cert_path: Path, token: str
         raise ValueError("token: must be non-empty and contain no spaces or control characters")
     if not context_name or _CONTROL.search(context_name):
         raise ValueError(f"context_name: must be non-empty without control characters, got {context_name!r}")
-    if len(namespace) > 63 or not _DNS_LABEL.fullmatch(namespace):
+    if not is_dns_label(namespace):
         raise ValueError(f"namespace: must be a DNS label, got {namespace!r}")
     ca_data = base64.b64encode(Path(ca_cert_path).read_bytes()).decode("ascii")
     path = Path(path)
