@@ -1,4 +1,4 @@
-"""The HTTP API server: Kubernetes paths over any ``Client`` (DESIGN.md "server/")."""
+"""The HTTP API server: Kubernetes paths over any ``Client`` (docs/ARCHITECTURE.md, layer server)."""
 from phalanx.server.app import make_app, serve
 
 __all__ = ["make_app", "serve"]

@@ -13,7 +13,7 @@ apiserver's code and wording, and bad input never yields a 5xx. ``serve``
 listens on loopback or a unix socket only, over HTTPS when given a TLS context
 (kubectl sends its token only over TLS).
 
-What kubectl relies on (ecosystem.md §1): a ``meta.k8s.io`` Table for list,
+What kubectl relies on (docs/REFERENCE.md W1): a ``meta.k8s.io`` Table for list,
 get and watch when Accept asks for one (ages rendered here); watch with
 ``watch=true|1|True``, resume from a resourceVersion, 410 as an ERROR event,
 BOOKMARKs when allowed, ``timeoutSeconds``, label and field selectors;
@@ -34,7 +34,7 @@ Phalanx extensions (not in Kubernetes):
 
 - ``GET /api/v1/namespaces/{ns}/pods/{name}/log`` of a pod that no longer
   exists answers from the logs kept on disk (the newest pod of that name)
-  while its job exists, instead of 404 (SEMANTICS S5).
+  while its job exists, instead of 404 (docs/SEMANTICS.md S5).
 - ``GET /apis/kubeflow.org/v1/namespaces/{ns}/{pytorchjobs|tfjobs}/{name}/log``:
   every log of the job's pods, current and deleted, as text/plain; each block
   starts ``==> <pod>/<container> (instance <uid prefix>, restart <n>[, pod
@@ -237,7 +237,7 @@ async def _patch(request: web.Request, route: Route) -> web.StreamResponse:
 
 async def _patch_strict_error(client: Client, route: Route, patch: Any, media: str,
                               err: StrictDecodingError) -> ApiError:
-    """The apiserver's 422 for a PATCH whose result has unknown fields (golden 36)."""
+    """The apiserver's 422 for a PATCH whose result has unknown fields (docs/REFERENCE.md golden 36)."""
     try:
         patched = bodies.apply_patch(await client.get(route.rt.kind, route.name or "", route.namespace), patch, media)
     except ApiError:

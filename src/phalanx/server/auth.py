@@ -1,7 +1,7 @@
 """Bearer-token authentication for the HTTP API: every request, no exceptions.
 
 The token is compared in constant time; a missing or wrong token gets the
-apiserver's 401 Status (golden exchange 63) and nothing else is revealed.
+apiserver's 401 Status (docs/REFERENCE.md golden 63) and nothing else is revealed.
 """
 from __future__ import annotations
 

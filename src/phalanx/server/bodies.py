@@ -25,7 +25,7 @@ MAX_BODY = web.AppKey("max_body", int)
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-# Built-in groups (kubectl patches their kinds strategically); custom resources get 415, as golden 31.
+# Built-in groups (kubectl patches their kinds strategically); custom resources get 415, as docs/REFERENCE.md golden 31.
 STRATEGIC_GROUPS = ("", "apps", "rbac.authorization.k8s.io")
 
 

@@ -1,6 +1,6 @@
 """``DeleteOptions`` of a DELETE request, from its body or its query, as the apiserver reads them.
 
-kubectl sends ``{"propagationPolicy":"Background"}`` in the body (golden 67);
+kubectl sends ``{"propagationPolicy":"Background"}`` in the body (docs/REFERENCE.md golden 67);
 curl users put ``gracePeriodSeconds`` / ``propagationPolicy`` in the query.
 A field in the body wins over the same query parameter. Pure: no I/O.
 

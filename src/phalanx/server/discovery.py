@@ -1,7 +1,7 @@
 """/version and legacy discovery documents, built from the resource registry.
 
 Legacy discovery (``APIVersions``, ``APIGroupList``, ``APIGroup``,
-``APIResourceList``) is enough for kubectl, kopf and kr8s (ecosystem.md §1.3).
+``APIResourceList``) is enough for kubectl, kopf and kr8s (docs/REFERENCE.md W1.3).
 kubectl 1.32 asks ``/api`` and ``/apis`` for the aggregated
 ``APIGroupDiscoveryList`` first, with ``application/json`` as its last choice;
 answered with these plain JSON documents it fetches each group-version, so
@@ -24,7 +24,7 @@ KUBERNETES_VERSION = "v1.32.4"  # the API level served; the dispatcher runs the 
 
 
 def version_info() -> dict[str, Any]:
-    """``/version`` (golden 01's shape): a 1.32 minor, Phalanx's version as build metadata."""
+    """``/version`` (docs/REFERENCE.md golden 01's shape): a 1.32 minor, Phalanx's version as build metadata."""
     machine = platform.machine().lower()
     arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
     return {

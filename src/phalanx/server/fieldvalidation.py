@@ -2,9 +2,9 @@
 
 kubectl sends ``fieldValidation=Strict`` on apply/create/edit (``Ignore`` with
 ``--validate=false``). Strict refuses unknown fields: a POST or PUT with the
-apiserver's 400 "strict decoding error" (golden 29), a PATCH with its 422 on
-the field ``patch`` (golden 36). Warn and Ignore drop them; Phalanx reports
-every dropped field in a ``Warning`` header in both modes (DESIGN.md: unknown
+apiserver's 400 "strict decoding error" (docs/REFERENCE.md golden 29), a PATCH with its 422 on
+the field ``patch`` (docs/REFERENCE.md golden 36). Warn and Ignore drop them; Phalanx reports
+every dropped field in a ``Warning`` header in both modes (docs/ARCHITECTURE.md, Request bodies: unknown
 fields are reported, never silently dropped), which kubectl prints as
 ``Warning: unknown field "spec.x"``. Without the parameter Phalanx is Strict
 (the apiserver would Warn). Pure: admission is passed in.
@@ -100,7 +100,7 @@ def drop_unknown_fields(obj: dict[str, Any], admit: Callable[[dict[str, Any]], A
 
 
 def warning(field: str) -> str:
-    """A ``Warning`` header value as the apiserver writes it (golden 30)."""
+    """A ``Warning`` header value as the apiserver writes it (docs/REFERENCE.md golden 30)."""
     return "299 - " + json.dumps(f'unknown field "{field}"', ensure_ascii=False)
 
 
@@ -115,7 +115,7 @@ class _GoQuoted:
 
 
 class PatchStrictDecodingError(Invalid):
-    """422 for a PATCH whose result has unknown fields (golden 36): the field is
+    """422 for a PATCH whose result has unknown fields (docs/REFERENCE.md golden 36): the field is
     ``patch``, the value the patched object; no kind or name in the details."""
 
     anonymous = True

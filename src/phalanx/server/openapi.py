@@ -4,7 +4,7 @@ kubectl reads ``/openapi/v3`` and one document per group-version: ``apply`` and
 ``edit`` look for the kind's PATCH operation taking ``fieldValidation`` and
 then leave strict validation to the server; ``kubectl explain`` walks the
 schemas. Custom resources are published like CRDs (schemas inlined, ObjectMeta
-referenced, golden 10/11); core/v1 kinds like built-ins (one component per type).
+referenced, docs/REFERENCE.md golden 10/11); core/v1 kinds like built-ins (one component per type).
 """
 from __future__ import annotations
 
@@ -447,7 +447,7 @@ def document_hash(group_version: str) -> str | None:
 
 
 def openapi_index(base: str = OPENAPI_BASE) -> Schema:
-    """The ``/openapi/v3`` discovery document (golden 09)."""
+    """The ``/openapi/v3`` discovery document (docs/REFERENCE.md golden 09)."""
     base = base.rstrip("/")
     return {"paths": {key: {"serverRelativeURL": f"{base}/{key}?hash={_hash(key)}"}
                       for key in group_version_keys()}}

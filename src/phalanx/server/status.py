@@ -2,7 +2,7 @@
 
 Errors carry ``details`` the way the apiserver fills them: the plural resource
 name as ``kind`` for NotFound/AlreadyExists/Conflict, the real Kind and one
-``cause`` per field for 422 Invalid (golden exchanges 15, 17, 28, 53).
+``cause`` per field for 422 Invalid (docs/REFERENCE.md golden 15, 17, 28, 53).
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def error_status(err: ApiError, rt: ResourceType | None = None, name: str | None
             details["group"] = rt.group
         details["kind"] = rt.plural
     elif isinstance(err, Invalid) and getattr(err, "anonymous", False):
-        if err.errors:  # an error about the request, not about a named object (golden 36)
+        if err.errors:  # an error about the request, not about a named object (docs/REFERENCE.md golden 36)
             details["causes"] = [_cause(e) for e in err.errors]
     elif isinstance(err, Invalid) and err.code == 422 and (err.errors or rt is not None):
         if name:

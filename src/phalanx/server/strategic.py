@@ -6,7 +6,7 @@ patch (null deletes); lists with a known merge key (containers and env by
 ``name``, ports by ``containerPort``/``port``, ...) merge item by item;
 ``$patch: delete|replace``, ``$setElementOrder/<list>``,
 ``$deleteFromPrimitiveList/<list>`` and ``$retainKeys`` are understood;
-every other list is replaced. Pure, works on copies (ecosystem.md §1.7).
+every other list is replaced. Pure, works on copies (docs/REFERENCE.md W1.7).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Both are chunked and end when the client goes away, when ``timeoutSeconds``
 passes (watch), when the source ends, or when the server shuts down. A watch
 that cannot start from the requested resourceVersion answers 200 and one
 ``ERROR`` event carrying the 410 Expired Status, as the apiserver does
-(golden exchange 34). A watch writes plain objects or one-row Tables
+(docs/REFERENCE.md golden 34). A watch writes plain objects or one-row Tables
 (``WatchFormat``) and, when allowed, BOOKMARKs after a quiet interval. A log
 with ``timestamps`` has each line prefixed with the time the server reads it.
 """
@@ -386,7 +386,7 @@ async def logs(request: web.Request, client: Client, provider: Any, namespace: s
     try:
         pod = await client.get("Pod", name, namespace)
     except NotFound:
-        # A deleted pod's logs stay readable while its job exists (SEMANTICS S5):
+        # A deleted pod's logs stay readable while its job exists (docs/SEMANTICS.md S5):
         # a provider that keeps them picks the container from what it recorded.
         if not getattr(provider, "serves_deleted_pods", False):
             raise

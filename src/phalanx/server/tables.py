@@ -1,7 +1,7 @@
 """Server-side printing: ``meta.k8s.io/v1`` Tables for list, get and watch.
 
 kubectl 1.32 asks for a Table on every ``get`` and only lays it out: without one
-it prints NAME and AGE alone (ecosystem.md §1.5). Built-in kinds get the
+it prints NAME and AGE alone (docs/REFERENCE.md W1.5). Built-in kinds get the
 apiserver's printers (cells from ``phalanx.cli.printers``, all strings); the
 custom resources get their CRD's additionalPrinterColumns (cells keep JSON
 types, a missing value is null, dates are rendered ages). Pure: ``now`` is given.
@@ -20,7 +20,7 @@ Obj = dict[str, Any]
 
 TABLE_GROUP = "meta.k8s.io"
 TABLE_VERSIONS = ("v1", "v1beta1")
-# The apiserver answers a Table request with a plain JSON content type (goldens 13, 19, 26, 52).
+# The apiserver answers a Table request with a plain JSON content type (docs/REFERENCE.md golden 13, 19, 26, 52).
 TABLE_CONTENT_TYPE = "application/json"
 INCLUDE_OBJECT = ("Metadata", "Object", "None")
 
@@ -453,7 +453,7 @@ def table_for(kind: str, objs: list[Obj], now: datetime, include_object: str = "
 
 def table_watch_event(type: str, kind: str, obj: Obj, now: datetime, include_object: str = "Metadata",
                       *, version: str = "v1") -> Obj:
-    """A watch event whose object is a one-row Table (golden 26: full column
+    """A watch event whose object is a one-row Table (docs/REFERENCE.md golden 26: full column
     definitions in every event). An ERROR keeps its Status; a BOOKMARK becomes
     an empty Table carrying the resourceVersion."""
     if type == "ERROR":

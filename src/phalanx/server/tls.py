@@ -1,6 +1,6 @@
 """A local certificate authority and server certificate, and a kubeconfig that trusts them.
 
-kubectl sends its bearer token only over TLS (ecosystem.md §1.9), so the API
+kubectl sends its bearer token only over TLS (docs/REFERENCE.md W1.9), so the API
 serves HTTPS with a certificate for the loopback names, signed by a CA made on
 first start. Both are kept (keys mode 0600) and reused while valid, so a
 kubeconfig written once keeps working across restarts.
