@@ -15,7 +15,6 @@ from phalanx.objects.clock import parse_time
 Obj = dict[str, Any]
 
 NONE = "<none>"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 # --------------------------------------------------------------------------
@@ -257,11 +256,6 @@ def pod_summary(pod: Obj, now: datetime) -> tuple[str, str, str]:
     if restarts != 0 and last_restart is not None:
         restarts_str = f"{restarts} ({human_duration((now - last_restart).total_seconds())} ago)"
     return f"{ready}/{total}", reason, restarts_str
-
-
-def pod_status(pod: Obj) -> str:
-    """The STATUS column of `kubectl get pods` (Running, Init:0/1, CrashLoopBackOff, ...)."""
-    return pod_summary(pod, _EPOCH)[1]  # the time only matters for RESTARTS
 
 
 def _pod_row(pod: Obj, wide: bool, now: datetime) -> list[str]:

@@ -493,11 +493,6 @@ class ProcessRuntime:
         insts = [r.current for r in self._pods.get(uid, {}).values() if r.current.running]
         await kill_instances(insts, grace)
 
-    async def kill_container(self, uid: str, name: str, grace: float) -> None:
-        rec = self._pods.get(uid, {}).get(name)
-        if rec is not None and rec.current.running:
-            await kill_instances([rec.current], grace)
-
     async def shutdown(self, grace: float) -> None:
         """Kill every pod's processes (agent stop)."""
         await self._settle_starts()

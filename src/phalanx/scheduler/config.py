@@ -60,9 +60,6 @@ class SchedulerConfig:
         """Every schedulerName whose pods this scheduler places."""
         return frozenset((self.scheduler_name, *self.extra_scheduler_names))
 
-    def plugin_enabled(self, name: str) -> bool:
-        return any(name in tier for tier in self.tiers)
-
     def num_feasible_nodes_to_find(self, num_all_nodes: int) -> int:
         """Volcano util.CalculateNumOfFeasibleNodesToFind (kube's percentageOfNodesToScore)."""
         if num_all_nodes <= self.minimum_feasible_nodes or self.percentage_nodes_to_find >= 100:
