@@ -19,6 +19,7 @@ from phalanx.cli.clustermode import (
 )
 from phalanx.client.local import LocalClient
 from phalanx.client.scoped import NamespaceScoped
+from phalanx.controller.job.core import with_defaults
 from phalanx.objects.clock import FakeClock
 from phalanx.store.store import Store
 from tests.scenarios.conftest import load_example
@@ -113,6 +114,19 @@ def test_seed_pytorchjob_pods_are_the_originals_field_for_field():
                 "restartPolicy": "OnFailure", "schedulerName": "volcano",
             },
         }, i
+
+
+def test_a_job_a_plain_apiserver_stored_undefaulted_gets_the_same_pods():
+    # A real apiserver stores the manifest as written (no Phalanx admission): the operator
+    # applies the kind's defaults in memory, so the pods still carry pytorchjob-port 23456
+    # and PET_NPROC_PER_NODE=auto, and the user's stored spec is left as written.
+    raw = load_example("pytorchjob.yaml")[0]
+    raw["metadata"].update({"uid": UID, "resourceVersion": "1"})
+    assert "nprocPerNode" not in raw["spec"]
+    stored = json.loads(json.dumps(raw))
+    w = started(raw, CLUSTER)
+    assert posted(w) == posted(started(seed("pytorchjob.yaml"), CLUSTER))
+    assert w.job["spec"] == stored["spec"]
 
 
 def test_seed_pytorchjob_services_and_podgroup():
@@ -252,3 +266,12 @@ async def test_operator_refuses_to_start_without_the_podgroup_crd():
     assert why is not None and "podgroups.scheduling.volcano.sh" in why and "phalanx install" in why
     store = Store(None, FakeClock(), admission=admit)
     assert await podgroup_crd_missing(LocalClient(store)) is None
+
+
+def test_defaulting_in_memory_never_crashes_on_a_spec_it_cannot_walk():
+    bad = {"kind": "PyTorchJob", "metadata": {"name": "x"}, "spec": {"pytorchReplicaSpecs": {"Worker": 3}}}
+    assert with_defaults(bad, "PyTorchJob") is bad
+    assert with_defaults({"kind": "PyTorchJob", "spec": "nonsense"}, "PyTorchJob")["spec"] == "nonsense"
+    good = {"kind": "TFJob", "spec": {"tfReplicaSpecs": {"Worker": {"template": {}}}}}
+    out = with_defaults(good, "TFJob")
+    assert out["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 1 and "replicas" not in good["spec"]["tfReplicaSpecs"]["Worker"]

@@ -104,7 +104,8 @@ def test_elastic_defaults_nnodes_to_worker_replicas_and_keeps_a_user_endpoint():
     job["spec"]["elasticPolicy"] = {"rdzvHost": "etcd.example", "rdzvPort": 2379}
     w = started(job)
     env = env_of(w.pods["pytest-worker-0"])
-    assert (env["PET_RDZV_ENDPOINT"], env["PET_RDZV_BACKEND"], env["PET_NNODES"]) == ("etcd.example:2379", "c10d", "2")
+    # setElasticPolicy defaults both bounds to the Worker's replicas before the env is built: "2:2".
+    assert (env["PET_RDZV_ENDPOINT"], env["PET_RDZV_BACKEND"], env["PET_NNODES"]) == ("etcd.example:2379", "c10d", "2:2")
 
 
 # ------------------------------------------------------------------------ init container

@@ -113,7 +113,7 @@ def test_p1_normal_run_step_by_step():
                 "name": "pytorch", "image": "busybox:1.37.0-glibc", "imagePullPolicy": "IfNotPresent",
                 "command": ["sh", "-c", "trap exit INT TERM; sleep 30s & wait"],
                 "resources": {"limits": {"cpu": "1", "memory": "100Mi"}},
-                "ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
+                "ports": [{"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}],
                 "env": [{"name": k, "value": v} for k, v in [
                     ("PYTHONUNBUFFERED", "1"), ("MASTER_PORT", "23456"), ("PET_MASTER_PORT", "23456"),
                     ("MASTER_ADDR", "pytest-master-0"), ("PET_MASTER_ADDR", "pytest-master-0"),

@@ -25,7 +25,7 @@ def _template(container: str, port_name: str, port: int) -> dict:
     return {"spec": {"containers": [{
         "name": container, "image": IMAGE, "imagePullPolicy": "IfNotPresent", "command": list(COMMAND),
         "resources": {"limits": {"cpu": "1", "memory": "100Mi"}},
-        "ports": [{"name": port_name, "containerPort": port}],
+        "ports": [{"name": port_name, "containerPort": port, "protocol": "TCP"}],
     }]}}
 
 

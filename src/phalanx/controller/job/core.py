@@ -20,10 +20,12 @@ Replica types are always walked in the framework's fixed order.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from phalanx.api import kubeflow
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from phalanx.api.pod import stopped_by_shutdown
 from phalanx.controller.conditions import (
@@ -87,6 +89,23 @@ class _Ctx:
         return self.fw.kind
 
 
+def with_defaults(job: Obj, kind: str) -> Obj:
+    """``job`` with its kind's defaults applied in memory, as the original's
+    ``Scheme.Default(job)`` before each reconcile: a plain apiserver stores the
+    user's spec as written (admission is Phalanx's own API server only). The
+    defaults go on a copy of the spec; they are never written back (only status
+    is). A spec the defaulter cannot walk is reconciled as it is."""
+    spec, api_kind = job.get("spec"), kubeflow.FRAMEWORKS.get(kind)
+    if not isinstance(spec, dict) or api_kind is None:
+        return job
+    out = {**job, "spec": copy.deepcopy(spec)}
+    try:
+        kubeflow.default_job(out, api_kind)
+    except (AttributeError, TypeError, KeyError):
+        return job
+    return out
+
+
 def reconcile(
     job: Obj,
     pods: list[Obj],
@@ -108,6 +127,7 @@ def reconcile(
         return Plan()
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
+    job = with_defaults(job, framework.kind)
     ctx = _Ctx(
         job=job, fw=framework, options=options, now=now,
         pods=sorted((p for p in pods or [] if isinstance(p, dict) and name_of(p)), key=name_of),
