@@ -189,7 +189,9 @@ def test_killing_kubectl_ends_the_remote_process(plane):
     try:
         remote = wait_for(lambda: marker.exists() and marker.read_text().strip(), what="the remote command")
         remote_pid = int(remote)
-        assert Path(f"/proc/{remote_pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"600"]
+        # The shell writes its pid, then execs: wait for the exec to land.
+        wait_for(lambda: Path(f"/proc/{remote_pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"600"],
+                 what=f"process {remote_pid} to exec sleep")
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         proc.wait(10)
         wait_for(lambda: not _alive(remote_pid), what=f"process {remote_pid} to end with kubectl")
