@@ -570,6 +570,7 @@ async def test_version_and_discovery(api):
     assert apis["kind"] == "APIVersions" and apis["versions"] == ["v1"]
     _, groups = await raw(api, "GET", "/apis")
     assert {g["name"] for g in groups["groups"]} == {"kubeflow.org", "scheduling.volcano.sh", "apps",
+                                                     "coordination.k8s.io", "admissionregistration.k8s.io",
                                                      "rbac.authorization.k8s.io", "apiextensions.k8s.io"}
     _, group = await raw(api, "GET", "/apis/kubeflow.org")
     assert group["preferredVersion"] == {"groupVersion": "kubeflow.org/v1", "version": "v1"}

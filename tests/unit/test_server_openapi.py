@@ -32,7 +32,8 @@ from phalanx.server.openapi import (
 )
 
 GVS = ["api/v1", "apis/kubeflow.org/v1", "apis/scheduling.volcano.sh/v1beta1", "apis/apps/v1",
-       "apis/rbac.authorization.k8s.io/v1", "apis/apiextensions.k8s.io/v1"]
+       "apis/rbac.authorization.k8s.io/v1", "apis/coordination.k8s.io/v1", "apis/admissionregistration.k8s.io/v1",
+       "apis/apiextensions.k8s.io/v1"]
 NOW = datetime(2026, 11, 29, 7, 12, 21, tzinfo=timezone.utc)
 
 
@@ -171,7 +172,8 @@ def test_component_names_follow_the_apiserver():
     for gv in GVS[1:]:
         assert all(n.startswith(("io.k8s.apimachinery.pkg.apis.meta.v1.", "org.kubeflow.v1.",
                                  "sh.volcano.scheduling.v1beta1.", "apps.v1.", "io.k8s.authorization.rbac.v1.",
-                                 "io.k8s.apiextensions.v1.")) for n in schemas(gv))
+                                 "io.k8s.apiextensions.v1.", "io.k8s.coordination.v1.",
+                                 "io.k8s.admissionregistration.v1.")) for n in schemas(gv))
 
 
 def test_every_kind_and_list_carries_its_gvk():
@@ -180,7 +182,8 @@ def test_every_kind_and_list_carries_its_gvk():
         prefix = "io.k8s.api.core.v1" if not rt.group else {
             "kubeflow.org": "org.kubeflow.v1", "scheduling.volcano.sh": "sh.volcano.scheduling.v1beta1",
             "apps": "apps.v1", "rbac.authorization.k8s.io": "io.k8s.authorization.rbac.v1",
-            "apiextensions.k8s.io": "io.k8s.apiextensions.v1"}[rt.group]
+            "apiextensions.k8s.io": "io.k8s.apiextensions.v1", "coordination.k8s.io": "io.k8s.coordination.v1",
+            "admissionregistration.k8s.io": "io.k8s.admissionregistration.v1"}[rt.group]
         s = schemas(gv)
         assert s[f"{prefix}.{rt.kind}"]["x-kubernetes-group-version-kind"] == [
             {"group": rt.group, "kind": rt.kind, "version": rt.version}]

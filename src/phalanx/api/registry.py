@@ -60,10 +60,20 @@ RESOURCES: tuple[ResourceType, ...] = (
                  "clusterrolebinding", namespaced=False, has_status=False),
     ResourceType("Role", "rbac.authorization.k8s.io/v1", "roles", "role", has_status=False),
     ResourceType("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", "rolebinding", has_status=False),
+    # Leader election (operator and scheduler with --leader-elect): holder and renew time, kept as given.
+    ResourceType("Lease", "coordination.k8s.io/v1", "leases", "lease", has_status=False),
+    # Dynamic admission: the webhooks `phalanx install` registers for the operator.
+    ResourceType("ValidatingWebhookConfiguration", "admissionregistration.k8s.io/v1",
+                 "validatingwebhookconfigurations", "validatingwebhookconfiguration", namespaced=False,
+                 has_status=False),
+    ResourceType("MutatingWebhookConfiguration", "admissionregistration.k8s.io/v1",
+                 "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", namespaced=False,
+                 has_status=False),
     ResourceType("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions",
                  "customresourcedefinition", namespaced=False, short_names=("crd", "crds")),
 )
 OPAQUE_KINDS = ("ServiceAccount", "Deployment", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                "Lease", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
                 "CustomResourceDefinition")
 
 _BY_KIND = {r.kind: r for r in RESOURCES}
