@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: install install-test system-deps demo lint test bench clean
+.PHONY: install install-test system-deps demo lint test bench image clean
 
 # Runtime only: what `make demo` and `phalanx run` of a command-line job need.
 $(VENV)/.installed: pyproject.toml
@@ -40,6 +40,7 @@ lint: install-test
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(PY) tools/lint_layout.py
+	$(VENV)/bin/hadolint Dockerfile
 
 # --no-skips: a test skipped because something is missing fails (a skip would hide a missing install).
 test: system-deps install-test lint
@@ -48,6 +49,16 @@ test: system-deps install-test lint
 bench: install-test
 	$(PY) benchmarks/scheduler_throughput.py
 	$(PY) benchmarks/submit_latency.py
+
+# The operator/scheduler image (Dockerfile), tagged as `phalanx install` names it by default.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= ghcr.io/phalanx-dev/phalanx:$(VERSION)
+image:
+	@engine=$$(for e in docker podman; do command -v $$e >/dev/null && $$e info >/dev/null 2>&1 \
+	  && echo $$e && break; done); \
+	if [ -z "$$engine" ]; then echo "make image: no container engine answers here (docker or podman):" \
+	  "build with one, e.g. docker build -t $(IMAGE) ." >&2; exit 1; fi; \
+	$$engine build -t $(IMAGE) . && echo "built $(IMAGE): phalanx install --image $(IMAGE) | kubectl apply -f -"
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

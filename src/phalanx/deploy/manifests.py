@@ -73,7 +73,10 @@ def _deployment(name: str, namespace: str, image: str, pull: str, args: list[str
                                       "limits": {"cpu": "1", "memory": "512Mi"}},
                         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                             "capabilities": {"drop": ["ALL"]}},
+                        # The image's HOME and PHALANX_HOME: the only writable place on a read-only root.
+                        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                     }],
+                    "volumes": [{"name": "tmp", "emptyDir": {}}],
                 },
             },
         },
