@@ -431,3 +431,29 @@ def test_install_through_kubectl_then_the_seed_manifests_are_accepted(plane):
     r = subprocess.run([kubectl, "apply", "-f", str(ROOT / "examples" / "queue.yaml")], env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("queue.scheduling.volcano.sh/default "), r
+
+
+async def test_a_bare_pod_for_the_scheduler_gets_a_podgroup_of_its_own_and_runs(plane, kube):
+    """Volcano's podgroup controller, run by `phalanx scheduler`: a pod with its schedulerName
+    and no PodGroup gets ``podgroup-<uid>`` (minMember 1, owned by the pod), is bound, Succeeds."""
+    pod = await kube.create({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "namespace": "default"},
+        "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", "echo hi"],
+                                 "resources": {"requests": {"cpu": "100m"}}}]}})
+    uid = pod["metadata"]["uid"]
+    try:
+        async def succeeded() -> bool:
+            return ((await kube.get("Pod", "bare", "default")).get("status") or {}).get("phase") == "Succeeded"
+
+        await wait_until(succeeded, 30, "the bare pod Succeeded")
+        got = await kube.get("Pod", "bare", "default")
+        assert got["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == f"podgroup-{uid}"
+        assert got["spec"]["nodeName"] == NODE["name"]
+        pg = await kube.get("PodGroup", f"podgroup-{uid}", "default")
+        assert pg["spec"]["minMember"] == 1 and pg["spec"]["queue"] == "default"
+        assert [(r["kind"], r["uid"]) for r in pg["metadata"]["ownerReferences"]] == [("Pod", uid)]
+    finally:
+        with contextlib.suppress(NotFound):
+            await kube.delete("Pod", "bare", "default")
+    await wait_until(lambda: _absent(kube, "PodGroup", f"podgroup-{uid}"), 20, "the PodGroup garbage-collected")
