@@ -6,7 +6,7 @@ import re
 
 from phalanx.client.local import LocalClient
 from phalanx.objects.clock import FakeClock, format_time
-from phalanx.runtime.events import EventRecorder, build_event, record
+from phalanx.runtime.events import EventRecorder, EventSink, build_event, record
 from phalanx.store import Store
 
 
@@ -127,3 +127,28 @@ def test_build_event_is_pure() -> None:
     assert ev["metadata"] == {"name": "j.18b02c9d60ea1a3d", "namespace": "ns"}
     assert ev["involvedObject"] == {"kind": "PyTorchJob", "namespace": "ns", "name": "j", "uid": "u",
                                     "apiVersion": "kubeflow.org/v1"}
+
+
+async def test_the_sink_writes_in_the_background_and_drops_past_its_queue():
+    gate = asyncio.Event()
+    written: list[str] = []
+
+    class Slow:
+        async def create(self, obj):
+            await gate.wait()
+            written.append(obj["message"])
+            return {**obj, "metadata": {**obj["metadata"]}}
+
+    sink = EventSink(EventRecorder(Slow(), "test"), workers=1, max_queued=3)  # type: ignore[arg-type]
+    p = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", "uid": "u"}}
+    sink.emit(p, "Normal", "R", "m0")
+    for _ in range(3):
+        await asyncio.sleep(0)  # the worker takes m0 and waits on the server
+    for i in range(1, 6):
+        sink.emit(p, "Normal", "R", f"m{i}")  # returns at once: nothing is written yet
+    assert written == []
+    gate.set()
+    await sink.flush()
+    # m0 was being written, m1..m3 filled the queue, m4 and m5 were dropped.
+    assert written == ["m0", "m1", "m2", "m3"] and sink.dropped == 2
+    await sink.stop()

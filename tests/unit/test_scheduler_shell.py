@@ -302,6 +302,7 @@ async def test_identical_events_are_emitted_once():
     await start(sched)
     for _ in range(3):
         await sched.run_once()
+    await sched.flush_events()  # events are written in the background
     created = [(e["reason"], e["type"]) for e in client.created if e.get("kind") == "Event"]
     assert sorted(created) == [("Unschedulable", "Normal"), ("Unschedulable", "Warning")]
 
@@ -343,7 +344,8 @@ async def test_a_problem_that_comes_back_is_reported_again():
     ref = {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "p", "uid": "u1"}
     for reason, msg in [("FailedScheduling", "A"), ("FailedScheduling", "A"), ("Scheduled", "ok"),
                         ("FailedScheduling", "A"), ("FailedScheduling", "B"), ("FailedScheduling", "B")]:
-        await sched._event(ref, "Warning" if reason == "FailedScheduling" else "Normal", reason, msg)
+        sched._event(ref, "Warning" if reason == "FailedScheduling" else "Normal", reason, msg)
+        await sched.flush_events()
     # the third "A" is emitted again; the recorder folds it into the first Event (count 2)
     assert [(e["reason"], e["message"]) for e in client.created] == [
         ("FailedScheduling", "A"), ("Scheduled", "ok"), ("FailedScheduling", "B")]

@@ -161,3 +161,51 @@ async def record(
 ) -> None:
     """Record one event without correlation (use an ``EventRecorder`` to fold repeats)."""
     await EventRecorder(client, component, clock).record(obj, type, reason, message)
+
+
+class EventSink:
+    """Records events in the background, as client-go's broadcaster does: ``emit``
+    never waits for the API server; at most ``max_queued`` events wait (client-go's
+    1,000) and one more is dropped with a warning; ``workers`` write at once.
+    ``flush`` waits until everything emitted so far is written; ``stop`` flushes
+    (for at most ``timeout`` seconds) and ends the workers."""
+
+    def __init__(self, recorder: EventRecorder, *, workers: int = 4, max_queued: int = 1000) -> None:
+        self.recorder = recorder
+        self.workers = workers
+        self.max_queued = max_queued
+        self.dropped = 0
+        self._queue: asyncio.Queue[tuple[Obj, str, str, str]] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def emit(self, obj: Obj, type_: str, reason: str, message: str) -> None:
+        if self._queue.qsize() >= self.max_queued:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                log.warning("%s: %d event(s) dropped: the API server is not keeping up (latest: %s %s)",
+                            self.recorder.component, self.dropped, reason, message)
+            return
+        self._queue.put_nowait((obj, type_, reason, message))
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._work()) for _ in range(self.workers)]
+
+    async def _work(self) -> None:
+        while True:
+            obj, type_, reason, message = await self._queue.get()
+            try:
+                await self.recorder.record(obj, type_, reason, message)  # never raises
+            finally:
+                self._queue.task_done()
+
+    async def flush(self) -> None:
+        await self._queue.join()
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        try:
+            await asyncio.wait_for(self.flush(), timeout)
+        except asyncio.TimeoutError:
+            log.warning("%s: %d event(s) not written at stop", self.recorder.component, self._queue.qsize())
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []

@@ -14,14 +14,14 @@ write the session's decisions back.
 - What we wrote is remembered until the informers show it, so a session that
   runs before the watch caught up neither re-binds a pod nor rewrites a status.
 - Identical events (same object, reason and message as last time) are not
-  emitted again.
+  emitted again; events are written in the background (``EventSink``), so a
+  slow API server delays them, never a binding.
 - A bad object or a failed write is logged and skipped, never fatal.
 """
 from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import logging
 import time
 from collections import OrderedDict
@@ -32,7 +32,7 @@ from phalanx.client.interface import Client
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
 from phalanx.objects.meta import Obj, meta, name_of, namespace_of, resource_version, serves
-from phalanx.runtime.events import EventRecorder
+from phalanx.runtime.events import EventRecorder, EventSink
 from phalanx.runtime.informer import Informer
 from phalanx.scheduler.cache import SnapshotCache
 from phalanx.scheduler.config import SchedulerConfig
@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 
 MAX_RETRIES = 5
 EVENT_MEMORY = 8192
-ASSUME_TTL = 30.0  # seconds a bind we made is trusted before the watch shows it
 WRITE_CONCURRENCY = 32
 
 
@@ -123,9 +122,9 @@ class Scheduler:
         self._informers: dict[str, Any] = {}
         self._wake = asyncio.Event()
         self._stopping = False
-        self._recorder: Any = None
+        self._sink: EventSink | None = None
         self._cache = SnapshotCache(self.priority_classes, self.config.default_queue, self.config.scheduler_names)
-        self._assumed: dict[tuple[str, str], tuple[str, str, float]] = {}  # (ns, pod) -> (uid, node, at)
+        self._assumed: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, pod) -> (uid, node)
         self._written: dict[tuple[str, str | None, str], Obj] = {}         # objects as we last wrote them
         self._event_memory: OrderedDict[Any, dict[tuple[str, str], str]] = OrderedDict()
         self.sessions = 0
@@ -156,6 +155,12 @@ class Scheduler:
                     log.exception("scheduler: session failed")
         finally:
             await self._stop_informers()
+            await self.flush_events(stop=True)
+
+    async def flush_events(self, stop: bool = False) -> None:
+        """Wait until the events emitted so far are written (``stop``: and end the writers)."""
+        if self._sink is not None:
+            await (self._sink.stop() if stop else self._sink.flush())
 
     async def stop(self) -> None:
         """Ask ``run`` to return after the current session."""
@@ -199,7 +204,8 @@ class Scheduler:
         """Give the snapshot cache the object as the next session must see it:
         the informer's copy, or what we wrote if the watch has not caught up,
         and for a pod we bound, the node we bound it to (until the watch shows
-        it, ASSUME_TTL at most)."""
+        it bound, or the pod gone or replaced: a bind the server accepted is
+        never undone)."""
         inf = self._informers.get(kind)
         obj = inf.get(ns, name) if inf is not None else None
         if obj is None:
@@ -212,9 +218,8 @@ class Scheduler:
             key = (ns or "default", name)
             assumed = self._assumed.get(key)
             if assumed is not None:
-                uid, node, at = assumed
-                if (meta(obj).get("uid") != uid or (obj.get("spec") or {}).get("nodeName")
-                        or _monotonic() - at > ASSUME_TTL):
+                uid, node = assumed
+                if meta(obj).get("uid") != uid or (obj.get("spec") or {}).get("nodeName"):
                     del self._assumed[key]
                 else:
                     obj = {**obj, "spec": {**(obj.get("spec") or {}), "nodeName": node}}
@@ -274,10 +279,6 @@ class Scheduler:
     def build_snapshot(self) -> Snapshot:
         """The next session's snapshot, from the incremental cache (only jobs
         that changed since the last session are parsed again)."""
-        now_mono = _monotonic()
-        for (ns, name), (_uid, _node, at) in list(self._assumed.items()):
-            if now_mono - at > ASSUME_TTL:
-                self._refeed("Pod", ns, name)
         snap = self._cache.build()
         self._cache.object_cache.sweep()
         for why in snap.skipped:
@@ -327,7 +328,7 @@ class Scheduler:
         await asyncio.gather(*(limited(self._write_pod_condition, ns, name, cond)
                                for (ns, name), cond in result.pod_conditions.items()))
         for ref, type_, reason, message in result.events:
-            await self._event(ref, type_, reason, message)
+            self._event(ref, type_, reason, message)
 
     async def _bind(self, ns: str, name: str, node: str) -> None:
         pod = self._informers["Pod"].get(ns, name) if "Pod" in self._informers else None
@@ -340,10 +341,10 @@ class Scheduler:
             log.warning("scheduler: binding %s/%s to %s failed: %s", ns, name, node, e)
             return
         uid = meta(pod).get("uid") if pod else None
-        self._assumed[(ns, name)] = (uid or "", node, _monotonic())
+        self._assumed[(ns, name)] = (uid or "", node)
         self._refeed("Pod", ns, name)
         ref = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid or ""}
-        await self._event(ref, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
+        self._event(ref, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
 
     async def _write_podgroup(self, ns: str, name: str, status: dict) -> None:
         # Volcano's PodGroup CRD has no status subresource: the whole object is written.
@@ -420,10 +421,11 @@ class Scheduler:
         self._written[(kind, ns, name_of(obj))] = obj
         self._refeed(kind, ns, name_of(obj))
 
-    async def _event(self, ref: dict, type_: str, reason: str, message: str) -> None:
-        """Record unless it repeats the object's last event of that type and
-        reason; an event with another reason resets the object's memory, so a
-        problem that comes back after being solved is reported again."""
+    def _event(self, ref: dict, type_: str, reason: str, message: str) -> None:
+        """Emit (written in the background, off the binding path) unless it
+        repeats the object's last event of that type and reason; an event with
+        another reason resets the object's memory, so a problem that comes back
+        after being solved is reported again."""
         key = ref.get("uid") or (ref.get("kind"), ref.get("namespace"), ref.get("name"))
         last = self._event_memory.get(key)
         if last is not None and last.get((type_, reason)) == message:
@@ -439,16 +441,6 @@ class Scheduler:
         obj = {"apiVersion": ref.get("apiVersion", "v1"), "kind": ref.get("kind", ""),
                "metadata": {k: v for k, v in (("name", ref.get("name")), ("namespace", ref.get("namespace")),
                                               ("uid", ref.get("uid"))) if v}}
-        try:
-            recorder = self._get_recorder()
-            res = recorder.record(obj, type_, reason, message)
-            if inspect.isawaitable(res):
-                await res
-        except Exception as e:  # events are best effort
-            log.warning("scheduler: recording event %s on %s/%s failed: %s", reason, ref.get("namespace"),
-                        ref.get("name"), e)
-
-    def _get_recorder(self) -> Any:
-        if self._recorder is None:
-            self._recorder = EventRecorder(self.client, self.name, self.clock)
-        return self._recorder
+        if self._sink is None:
+            self._sink = EventSink(EventRecorder(self.client, self.name, self.clock))
+        self._sink.emit(obj, type_, reason, message)
