@@ -150,10 +150,10 @@ async def call(session: aiohttp.ClientSession, hook: Webhook, target: Target, bo
                ctx: ssl.SSLContext) -> Obj:
     """POST the review; the decoded answer. Raises CallFailed."""
     timeout = hook.timeout_seconds
-    shown = _with_timeout(target.url, timeout)
+    shown = with_timeout(target.url, timeout)
     try:
         async with asyncio.timeout(timeout):
-            async with session.post(_with_timeout(target.connect_url, timeout), json=body, ssl=ctx,
+            async with session.post(with_timeout(target.connect_url, timeout), json=body, ssl=ctx,
                                     server_hostname=target.server_hostname,
                                     headers={"Accept": "application/json"}) as resp:
                 raw = await resp.content.read(MAX_RESPONSE_BYTES + 1)
@@ -234,7 +234,8 @@ def apply_patch(obj: Obj, patch: list[Any]) -> Obj:
     return out
 
 
-def _with_timeout(url: str, seconds: int) -> str:
+def with_timeout(url: str, seconds: int) -> str:
+    """The URL as the apiserver posts to it: with ``?timeout=<n>s``."""
     sep = "&" if urllib.parse.urlsplit(url).query else "?"
     return f"{url}{sep}timeout={seconds}s"
 
@@ -272,5 +273,5 @@ def _status_error(code: int, raw: bytes) -> str:
     return f"the server responded with the status code {code} but did not return more information"
 
 
-__all__ = ["Answer", "CallFailed", "InternalError", "Request", "Target", "WebhookRejection", "apply_patch", "call",
+__all__ = ["Answer", "CallFailed", "InternalError", "Request", "Target", "WebhookRejection", "apply_patch", "call", "with_timeout",
            "review", "ssl_context", "verify"]

@@ -74,7 +74,7 @@ def _scope(scope: str, attrs: Attributes) -> bool:
 
 
 def _resource(resources: tuple[str, ...], attrs: Attributes) -> bool:
-    """``pods`` is the main resource only, ``pods/*`` every subresource of pods,
+    """``pods`` is the main resource only, ``pods/*`` pods and every subresource of it,
     ``*`` every main resource, ``*/status`` every status, ``*/*`` everything."""
     for entry in resources:
         res, _, sub = entry.partition("/")

@@ -291,14 +291,15 @@ class AdmittingClient:
         svc = hook.service
         assert svc is not None  # a valid configuration has one of url and service
         url = f"https://{svc.name}.{svc.namespace}.svc:{svc.port}{svc.path}"
+        shown = webhookcall.with_timeout(url, hook.timeout_seconds)
         try:
             service = await self._inner.get("Service", svc.name, svc.namespace)
         except NotFound:
-            raise CallFailed(hook.name, f'failed to call webhook: Post "{url}": service "{svc.name}" not found'
+            raise CallFailed(hook.name, f'failed to call webhook: Post "{shown}": service "{svc.name}" not found'
                              ) from None
         port = _local_port(service, svc.port)
         if port is None:
-            raise CallFailed(hook.name, f'failed to call webhook: Post "{url}": no service port {svc.port} found '
+            raise CallFailed(hook.name, f'failed to call webhook: Post "{shown}": no service port {svc.port} found '
                                         f'for service "{svc.name}"')
         return Target(url, f"https://127.0.0.1:{port}{svc.path}", f"{svc.name}.{svc.namespace}.svc")
 
