@@ -81,9 +81,13 @@ class WebhookServer:
 
     def start(self) -> "WebhookServer":
         def run() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self._serve())
-            self._loop.close()
+            loop = self._loop = asyncio.new_event_loop()
+            loop.run_until_complete(self._serve())
+            pending = asyncio.all_tasks(loop)  # e.g. a /slow answer still waiting
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
 
         self._thread = threading.Thread(target=run, name="test-webhook-server", daemon=True)
         self._thread.start()
