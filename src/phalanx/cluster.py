@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from phalanx.api.admission import admit
+from phalanx.api.admission import admit, plain_admit
 from phalanx.client.local import LocalClient
 from phalanx.config import ClusterConfig, load_config, make_private_dir
 from phalanx.controller.gc import GarbageCollector
@@ -48,7 +48,11 @@ class EmbeddedCluster:
     the gang scheduler with its podgroup controller, so that ``phalanx
     operator`` / ``phalanx scheduler`` can run them as separate processes over
     HTTPS, as on a cluster; the garbage collector (an API-server-side duty)
-    and the node agents (playing kubelet) always run.
+    and the node agents (playing kubelet) always run. ``plain_kubernetes=True``
+    admits as a plain kube-apiserver with the CRDs installed does: the job
+    kinds get neither the training operator's defaults nor its webhook rules
+    (their schema is still checked; ``admission`` is what the API server uses),
+    and the API server calls the registered admission webhooks.
     """
 
     def __init__(
@@ -60,12 +64,16 @@ class EmbeddedCluster:
         *,
         controllers: bool = True,
         scheduler: bool = True,
+        plain_kubernetes: bool = False,
     ) -> None:
         self.home = Path(home)
         make_private_dir(self.home)
         self.config = config or load_config(home=self.home)
         self.clock = clock or Clock()
-        self.store = Store(self.home / "state.db" if persist else None, self.clock, admission=admit, group_commit=True)
+        self.plain_kubernetes = plain_kubernetes
+        self.admission = plain_admit if plain_kubernetes else admit
+        self.store = Store(self.home / "state.db" if persist else None, self.clock, admission=self.admission,
+                           group_commit=True)
         self.network = LocalNetwork(self.home)
         # First: nothing is allocated for an object refused for its namespace.
         self.store.add_admission_plugin(NamespaceLifecycle(self.store))

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from phalanx.api import core, kubeflow, kubeflow_validation, opaque, volcano
+from phalanx.api import core, kubeflow, kubeflow_validation, opaque, volcano, webhookconfig
 from phalanx.api.constants import DEFAULT_NAMESPACE
 from phalanx.api.manifest import MAX_DEPTH, ShapeError, normalize_json
 from phalanx.api.meta import NameRule, json_type_name, validate_object_meta
@@ -116,10 +116,14 @@ _KINDS: dict[str, _Kind] = {
 # Stored as given (phalanx.api.opaque): only apiVersion/kind and metadata are checked.
 _KINDS.update({k: _Kind(opaque.OpaqueObject, name_is_dns1123_subdomain, default=opaque.default_opaque)
                for k in OPAQUE_KINDS})
+# The webhook configurations the API server calls: their shape is checked and defaulted.
+_KINDS.update({k: _Kind(opaque.OpaqueObject, name_is_dns1123_subdomain, default=webhookconfig.default_configuration,
+                        validate=webhookconfig.validate_configuration)
+               for k in webhookconfig.KINDS})
 
 
 def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_NAMESPACE,
-          warnings: list[str] | None = None) -> Obj:
+          warnings: list[str] | None = None, kubeflow_admission: bool = True) -> Obj:
     """Parse, default and validate ``obj``; return the object to store.
 
     ``old`` is the stored object on update (for immutable fields). The input
@@ -127,10 +131,13 @@ def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_
     BadRequest (not an object, unknown kind), StrictDecodingError (unknown
     fields, 400), Invalid (schema and apiserver rules, 422), WebhookDenied
     (Kubeflow webhook rules, 403). Webhook warnings are appended to
-    ``warnings`` when a list is given.
+    ``warnings`` when a list is given. ``kubeflow_admission=False`` is a
+    plain apiserver with the CRDs installed and no training operator webhook:
+    the job kinds are decoded and checked against their schema only (no
+    defaults, no webhook rules); every other kind is admitted as usual.
     """
     try:
-        return _admit(obj, old, namespace_default, warnings)
+        return _admit(obj, old, namespace_default, warnings, kubeflow_admission)
     except ApiError:
         raise
     except RecursionError:
@@ -144,7 +151,16 @@ def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_
 admit.returns_fresh_copy = True  # type: ignore[attr-defined]
 
 
-def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str] | None) -> Obj:
+def plain_admit(obj: Any, old: Obj | None = None, **kwargs: Any) -> Obj:
+    """``admit`` as a plain apiserver with the CRDs does it (``kubeflow_admission=False``)."""
+    return admit(obj, old, kubeflow_admission=False, **kwargs)
+
+
+plain_admit.returns_fresh_copy = True  # type: ignore[attr-defined]
+
+
+def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str] | None,
+           kubeflow_admission: bool) -> Obj:
     if not isinstance(obj, dict):
         raise BadRequest(f"the object must be a mapping (JSON object), got {json_type_name(obj)}")
     rt = _resource_type(obj)
@@ -166,15 +182,16 @@ def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str
         meta.pop("namespace", None)  # as the apiserver clears it for cluster-scoped kinds
 
     old = old if isinstance(old, dict) else None
-    kind.default(data, old)
+    fw = kubeflow.FRAMEWORKS.get(rt.kind)
+    if fw is None or kubeflow_admission:
+        kind.default(data, old)
 
     errs = validate_object_meta(meta, namespaced=rt.namespaced, name_fn=kind.name_rule)
     errs += kind.validate(data, old)
     if errs:
         raise Invalid(_clip(errs), prefix=prefix)
 
-    fw = kubeflow.FRAMEWORKS.get(rt.kind)
-    if fw is not None:
+    if fw is not None and kubeflow_admission:
         errs = kubeflow_validation.validate_job_webhook(data, old, fw, warnings)
         if errs:
             raise WebhookDenied(fw.webhook, _clip(errs))
@@ -344,4 +361,4 @@ def _preview(obj: Obj) -> str:
     return _short(json.dumps(shallow, default=str), 200)
 
 
-__all__ = ["admit", "StrictDecodingError", "WebhookDenied"]
+__all__ = ["admit", "plain_admit", "StrictDecodingError", "WebhookDenied"]

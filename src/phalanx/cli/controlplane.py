@@ -278,11 +278,13 @@ class ServedCluster:
     """An EmbeddedCluster plus its HTTP API, recorded in api.json while alive."""
 
     def __init__(self, home: Path, config: ClusterConfig | None = None, port: int = 0, *,
-                 controllers: bool = True, scheduler: bool = True, lock_wait: float = LOCK_WAIT) -> None:
+                 controllers: bool = True, scheduler: bool = True, lock_wait: float = LOCK_WAIT,
+                 plain_kubernetes: bool = False) -> None:
         self.home = home
         self._lock = HomeLock(home)
         self.lock_wait = lock_wait
         self._cluster_args = (config, controllers, scheduler)
+        self.plain_kubernetes = plain_kubernetes
         self.cluster: EmbeddedCluster | None = None  # made once the home is locked: one opens the state
         self.port = port
         self.token = secrets.token_urlsafe(32)
@@ -305,7 +307,8 @@ class ServedCluster:
         from phalanx.cluster import EmbeddedCluster  # lazy for start-up speed, as above
 
         config, controllers, scheduler = self._cluster_args
-        self.cluster = EmbeddedCluster(self.home, config, controllers=controllers, scheduler=scheduler)
+        self.cluster = EmbeddedCluster(self.home, config, controllers=controllers, scheduler=scheduler,
+                                       plain_kubernetes=self.plain_kubernetes)
         tls = ensure_tls(self.home / TLS_DIR)
         await self.cluster.start()
         self._stop_pods_on_hangup()
@@ -313,6 +316,10 @@ class ServedCluster:
         app = make_app(self.cluster.client, self.token, log_provider=self.cluster.log_provider,
                        clock=self.cluster.clock, access_log=self._access_log,
                        exec_provider=self.cluster.exec_provider)
+        if self.plain_kubernetes:
+            from phalanx.server import webhooks  # lazy for start-up speed, as above
+
+            webhooks.enable(app, self.cluster.admission)
         self._runner, url = await serve(app, host="127.0.0.1", port=self.port, ssl_context=ssl_context(tls))
         self.endpoint = Endpoint(url, self.token, os.getpid(), str(tls.ca_cert))
         write_endpoint(self.home, self.endpoint)
@@ -378,14 +385,16 @@ class ServedCluster:
 
 
 def start_daemon(home: Path, port: int = 0, timeout: float = 20.0 + LOCK_WAIT, *,
-                 controllers: bool = True, scheduler: bool = True) -> Endpoint:
+                 controllers: bool = True, scheduler: bool = True, plain_kubernetes: bool = False) -> Endpoint:
     """Start ``phalanx serve`` in the background and wait until it answers.
     ``controllers``/``scheduler`` False leave the job controller / the gang
-    scheduler out (``phalanx operator`` / ``phalanx scheduler`` run them)."""
+    scheduler out (``phalanx operator`` / ``phalanx scheduler`` run them);
+    ``plain_kubernetes``: see ``EmbeddedCluster``."""
     make_private_dir(home)
     log = open(home / "controlplane.log", "ab")
     env = dict(os.environ, PHALANX_HOME=str(home))
-    flags = [*([] if controllers else ["--no-controllers"]), *([] if scheduler else ["--no-scheduler"])]
+    flags = [*([] if controllers else ["--no-controllers"]), *([] if scheduler else ["--no-scheduler"]),
+             *(["--plain-kubernetes"] if plain_kubernetes else [])]
     proc = subprocess.Popen(
         [sys.executable, "-m", "phalanx.cli.main", "serve", "--port", str(port), *flags],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
@@ -421,9 +430,11 @@ def stop_daemon(home: Path, timeout: float = 60.0) -> bool:
     return True
 
 
-async def serve_forever(home: Path, port: int = 0, *, controllers: bool = True, scheduler: bool = True) -> None:
+async def serve_forever(home: Path, port: int = 0, *, controllers: bool = True, scheduler: bool = True,
+                        plain_kubernetes: bool = False) -> None:
     """Foreground control plane until SIGTERM/SIGINT (what ``up`` runs)."""
-    served = ServedCluster(home, load_config(home=home), port=port, controllers=controllers, scheduler=scheduler)
+    served = ServedCluster(home, load_config(home=home), port=port, controllers=controllers, scheduler=scheduler,
+                           plain_kubernetes=plain_kubernetes)
     try:
         await served.start()
     except AlreadyServed as e:
@@ -441,3 +452,11 @@ async def serve_forever(home: Path, port: int = 0, *, controllers: bool = True, 
 
 def home() -> Path:
     return phalanx_home()
+
+
+def mode_line(controllers: bool, scheduler: bool, plain_kubernetes: bool) -> str:
+    """What a started control plane serves, for its start-up line."""
+    api = ("plain Kubernetes API (no Kubeflow defaults or webhook rules; admission webhooks called)"
+           if plain_kubernetes else "Phalanx API (Kubeflow defaults and validation)")
+    left_out = [name for name, on in (("job controller", controllers), ("scheduler", scheduler)) if not on]
+    return api + (f"; without {' and '.join(left_out)}" if left_out else "")

@@ -14,7 +14,14 @@ import typer
 
 from phalanx.api import registry
 from phalanx.cli import cmdutil, objects
-from phalanx.cli.controlplane import export_line, running_endpoint, serve_forever, start_daemon, stop_daemon
+from phalanx.cli.controlplane import (
+    export_line,
+    mode_line,
+    running_endpoint,
+    serve_forever,
+    start_daemon,
+    stop_daemon,
+)
 from phalanx.cli.controlplane import home as phalanx_home_dir
 from phalanx.cli.lazy import LazyConsole, lazy_module
 from phalanx.objects.errors import ApiError
@@ -95,6 +102,10 @@ def up(
                                      help="run the job controller (--no-controllers: `phalanx operator` runs it)"),
     scheduler: bool = typer.Option(True, "--scheduler/--no-scheduler",
                                    help="run the gang scheduler (--no-scheduler: `phalanx scheduler` runs it)"),
+    plain_kubernetes: bool = typer.Option(
+        False, "--plain-kubernetes",
+        help="admit as a plain kube-apiserver with the CRDs: no Kubeflow defaults or webhook rules for the job "
+             "kinds (schemas still checked); registered admission webhooks are called"),
 ) -> None:
     """Start a background control plane (state in $PHALANX_HOME); print the line that points kubectl at it."""
     home = phalanx_home_dir()
@@ -103,10 +114,12 @@ def up(
         err.print(f"control plane already running (pid {ep.pid}) at {ep.url}", markup=False)
     else:
         try:
-            ep = start_daemon(home, port, controllers=controllers, scheduler=scheduler)
+            ep = start_daemon(home, port, controllers=controllers, scheduler=scheduler,
+                              plain_kubernetes=plain_kubernetes)
         except RuntimeError as e:
             _fail(f"error: {e}")
-        err.print(f"control plane running (pid {ep.pid}) at {ep.url}; state in {home}", markup=False)
+        err.print(f"control plane running (pid {ep.pid}) at {ep.url}; state in {home}; "
+                  f"{mode_line(controllers, scheduler, plain_kubernetes)}", markup=False)
     out.print(export_line(home), markup=False)
 
 
@@ -124,9 +137,11 @@ def serve(
     port: int = typer.Option(0),
     controllers: bool = typer.Option(True, "--controllers/--no-controllers"),
     scheduler: bool = typer.Option(True, "--scheduler/--no-scheduler"),
+    plain_kubernetes: bool = typer.Option(False, "--plain-kubernetes"),
 ) -> None:
     """Run the control plane in the foreground (used by `up`)."""
-    asyncio.run(serve_forever(phalanx_home_dir(), port, controllers=controllers, scheduler=scheduler))
+    asyncio.run(serve_forever(phalanx_home_dir(), port, controllers=controllers, scheduler=scheduler,
+                              plain_kubernetes=plain_kubernetes))
 
 
 # ---------------------------------------------------------------- cluster mode

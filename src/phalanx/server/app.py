@@ -101,6 +101,7 @@ BOOKMARKS = web.AppKey("bookmark_interval", float)
 ROUTE: web.RequestKey[Route] = web.RequestKey("route")
 OBJECT_NAME = web.RequestKey("object_name", str)  # the name an error is about, when not in the URL
 WARNINGS = web.RequestKey("warnings", list)  # Warning headers for the response
+ADMISSION: web.AppKey[Callable[..., dict[str, Any]]] = web.AppKey("admission")  # what a dry run answers with
 
 
 # --------------------------------------------------------------------------
@@ -163,13 +164,14 @@ async def _create(request: web.Request, route: Route) -> web.StreamResponse:
     if mode != "Strict":
         obj = _drop_unknown(request, obj)
     if routes.dry_run(request):
-        return json_response(await _dry_run_create(client, route, obj), status=201)
+        return json_response(await _dry_run_create(client, route, obj, request.app[ADMISSION]), status=201)
     return json_response(await client.create(obj), status=201)
 
 
-async def _dry_run_create(client: Client, route: Route, obj: dict[str, Any]) -> dict[str, Any]:
+async def _dry_run_create(client: Client, route: Route, obj: dict[str, Any],
+                          admission: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     """Admission only: the defaulted, validated object, never stored."""
-    admitted = admit(obj)
+    admitted = admission(obj)
     meta = admitted.get("metadata") or {}
     name = meta.get("name")
     if name:
@@ -551,6 +553,7 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
                           client_max_size=max_body_bytes)
     app[ACCESS_LOG] = access_log
     app[CLIENT] = client
+    app[ADMISSION] = admit
     app[LOG_PROVIDER] = log_provider
     app[EXEC_PROVIDER] = exec_provider
     app[STOP] = asyncio.Event()
