@@ -265,12 +265,14 @@ async def main() -> None:
                                    "schedulerName default-scheduler)")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--profile", help="write a cProfile of the first phalanx round's scheduler here")
+    ap.add_argument("--logs", help="keep the schedulers' logs in this folder")
     args = ap.parse_args()
     if args.pods % args.gang:
         ap.error("--pods must be a multiple of --gang")
     embedded = None
     with tempfile.TemporaryDirectory(prefix="sched-api-logs-") as t:
-        tmp = Path(t)
+        tmp = Path(args.logs or t)
+        tmp.mkdir(parents=True, exist_ok=True)
         if args.kubeconfig:
             kubeconfig = Path(args.kubeconfig)
         else:
