@@ -370,3 +370,25 @@ async def test_stopped_before_leading_returns_and_never_starts_the_work(world):
     assert (await _lease(client))["holderIdentity"] == "a"  # b released nothing it did not hold
     await a.stop()
     await ta
+
+
+# ---------------------------------------------------------------- the command-line flags
+
+
+def test_leader_election_flags_to_settings_and_their_errors():
+    from phalanx.cli.clustermode import leader_election
+
+    flags = ("--id", "--ns", "--lease", "--renew", "--retry")
+    assert leader_election(False, "x", None, ("15s", "10s", "2s"), flags) is None
+    le = leader_election(True, "1ca428e5.training-operator.kubeflow.org", None, ("2s", "1.5s", "250ms"), flags)
+    assert (le.name, le.namespace, le.config) == ("1ca428e5.training-operator.kubeflow.org", None,
+                                                  ElectionConfig(2.0, 1.5, 0.25))
+    assert leader_election(True, "volcano", "phalanx-system", ("15s", "10s", "2s"), flags).namespace == "phalanx-system"
+    for args, msg in (((True, "Bad_Name", None, ("15s", "10s", "2s")), "--id: invalid value 'Bad_Name'"),
+                      ((True, "x", "a.b", ("15s", "10s", "2s")), "--ns: invalid value 'a.b'"),
+                      ((True, "x", None, ("soon", "10s", "2s")), "--lease: 'soon': not a duration"),
+                      ((True, "x", None, ("10s", "10s", "2s")), "--lease must be greater than --renew"),
+                      ((True, "x", None, ("15s", "2s", "2s")), "--renew must be greater than --retry*JitterFactor")):
+        with pytest.raises(ValueError) as e:
+            leader_election(*args, flags)
+        assert msg in str(e.value), str(e.value)

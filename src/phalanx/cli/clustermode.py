@@ -221,7 +221,7 @@ def leader_election(enabled: bool, name: str, namespace: str | None, durations: 
             seconds.append(parse_duration(text))
         except DurationError as e:
             raise ValueError(f"{flag}: {e}") from None
-    config = ElectionConfig(*seconds)
+    config = ElectionConfig(seconds[0], seconds[1], seconds[2])
     config.check((duration_flags[0], duration_flags[1], duration_flags[2]))
     return LeaderElection(name, namespace or None, config)
 

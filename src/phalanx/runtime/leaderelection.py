@@ -238,7 +238,7 @@ class LeaderElector:
         self.lost_reason = ""
         self._stopping = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
-        self._work: asyncio.Task[Any] | None = None
+        self._work: asyncio.Future[Any] | None = None
         self._stop_work: Callable[[], Awaitable[Any]] | None = None
 
     @property
@@ -401,7 +401,7 @@ class LeaderElector:
             return
         if on_leading is not None:
             on_leading()
-        work = self._work = asyncio.create_task(start())
+        work = self._work = asyncio.ensure_future(start())
         lost = asyncio.ensure_future(self.lost.wait())
         await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
         if self.lost.is_set():
