@@ -31,6 +31,7 @@ from phalanx.runtime.leaderelection import (
     written,
 )
 from phalanx.store.store import Store
+from tests.unit.test_server import api, raw  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -392,3 +393,24 @@ def test_leader_election_flags_to_settings_and_their_errors():
         with pytest.raises(ValueError) as e:
             leader_election(*args, flags)
         assert msg in str(e.value), str(e.value)
+
+
+# ---------------------------------------------------------------- Leases through the HTTP API
+
+
+async def test_the_api_server_keeps_micro_times_and_refuses_a_stale_lease_update_with_409(api):  # noqa: F811 - the fixture
+    path = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    spec = {"holderIdentity": "a", "leaseDurationSeconds": 15, "acquireTime": STAMP, "renewTime": STAMP,
+            "leaseTransitions": 0}
+    status, created = await raw(api, "POST", path, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                    "metadata": {"name": "lock"}, "spec": spec})
+    assert status == 201 and created["spec"] == spec  # MicroTime strings as given
+    stale = {**created, "spec": {**spec, "holderIdentity": "c"}}
+    status, renewed = await raw(api, "PUT", path + "/lock", {**created, "spec": {**spec, "holderIdentity": "b"}})
+    assert status == 200 and renewed["spec"]["holderIdentity"] == "b"
+    status, body = await raw(api, "PUT", path + "/lock", stale)
+    assert status == 409 and body["reason"] == "Conflict"
+    assert body["message"] == ('Operation cannot be fulfilled on leases.coordination.k8s.io "lock": the object has '
+                               'been modified; please apply your changes to the latest version and try again')
+    status, got = await raw(api, "GET", path + "/lock")
+    assert got["spec"]["holderIdentity"] == "b" and got["spec"]["renewTime"] == STAMP
