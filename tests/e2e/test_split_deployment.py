@@ -404,6 +404,8 @@ def test_install_through_kubectl_then_the_seed_manifests_are_accepted(plane):
         "clusterrolebinding.rbac.authorization.k8s.io/phalanx-operator created",
         "clusterrole.rbac.authorization.k8s.io/phalanx-scheduler created",
         "clusterrolebinding.rbac.authorization.k8s.io/phalanx-scheduler created",
+        "role.rbac.authorization.k8s.io/phalanx-leader-election created",
+        "rolebinding.rbac.authorization.k8s.io/phalanx-leader-election created",
         "deployment.apps/phalanx-operator created",
         "deployment.apps/phalanx-scheduler created"]
     # Applying again changes nothing; a new image is a strategic-merge patch of the Deployments.

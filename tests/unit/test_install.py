@@ -24,11 +24,13 @@ from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.deploy.apply import apply_objects
 from phalanx.deploy.crds import CRD_KINDS, crd
 from phalanx.deploy.manifests import InstallOptions, install_objects, to_yaml
-from phalanx.deploy.rbac import OPERATOR_RULES, SCHEDULER_RULES
+from phalanx.deploy.rbac import LEADER_ELECTION_RULES, OPERATOR_RULES, SCHEDULER_RULES
 from phalanx.node.agent import AgentConfig, NodeAgent, ensure_node
 from phalanx.node.network import LocalNetwork
 from phalanx.objects.clock import Clock, FakeClock
 from phalanx.objects.errors import AlreadyExists, Forbidden
+from phalanx.runtime.events import EventRecorder
+from phalanx.runtime.leaderelection import ElectionConfig, LeaderElector
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.store.store import Store
 from tests.scenarios.conftest import scaled
@@ -204,20 +206,39 @@ def test_install_objects_in_apply_order_and_the_two_gang_options():
         ("ServiceAccount", "phalanx-operator"), ("ServiceAccount", "phalanx-scheduler"),
         ("ClusterRole", "phalanx-operator"), ("ClusterRoleBinding", "phalanx-operator"),
         ("ClusterRole", "phalanx-scheduler"), ("ClusterRoleBinding", "phalanx-scheduler"),
+        ("Role", "phalanx-leader-election"), ("RoleBinding", "phalanx-leader-election"),
         ("Deployment", "phalanx-operator"), ("Deployment", "phalanx-scheduler")]
     op, sch = objs[-2], objs[-1]
     assert op["spec"]["template"]["spec"]["containers"][0]["command"] == [
-        "phalanx", "operator", "--in-cluster", "--local-runtime=false", "--gang-scheduler-name=volcano"]
+        "phalanx", "operator", "--in-cluster", "--local-runtime=false", "--gang-scheduler-name=volcano",
+        "--leader-elect"]
     assert sch["spec"]["template"]["spec"]["containers"][0]["command"] == [
-        "phalanx", "scheduler", "--in-cluster", "--scheduler-name=volcano"]
+        "phalanx", "scheduler", "--in-cluster", "--scheduler-name=volcano", "--leader-elect"]
     assert op["spec"]["template"]["spec"]["serviceAccountName"] == "phalanx-operator"
-    assert op["spec"]["strategy"] == {"type": "Recreate"} and op["spec"]["replicas"] == 1
+    # Two replicas each, one acting (leader election); a rolling update never has none.
+    for dep in (op, sch):
+        assert dep["spec"]["replicas"] == 2
+        assert dep["spec"]["strategy"] == {"type": "RollingUpdate",
+                                           "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    role, binding = objs[-4], objs[-3]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "phalanx-system"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "phalanx-leader-election"}
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "phalanx-operator", "namespace": "phalanx-system"},
+        {"kind": "ServiceAccount", "name": "phalanx-scheduler", "namespace": "phalanx-system"}]
     # Volcano installed: no Volcano CRDs (they are Volcano's), no scheduler.
     volcano = install_objects(InstallOptions(scheduler=False, namespace="kubeflow", image="reg/phalanx:1"))
     assert [n for k, n in kinds_and_names(volcano) if k == "CustomResourceDefinition"] == [
         "pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org", "xgboostjobs.kubeflow.org", "paddlejobs.kubeflow.org",
         "jaxjobs.kubeflow.org", "mpijobs.kubeflow.org"]
     assert ("Deployment", "phalanx-scheduler") not in kinds_and_names(volcano)
+    assert volcano[-2]["subjects"] == [{"kind": "ServiceAccount", "name": "phalanx-operator",
+                                        "namespace": "kubeflow"}]
     assert volcano[-1]["metadata"]["namespace"] == "kubeflow"
     assert volcano[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "reg/phalanx:1"
     named = install_objects(InstallOptions(scheduler_name="phalanx"))
@@ -369,6 +390,35 @@ async def test_the_scheduler_role_suffices_for_its_podgroup_controller():
         await asyncio.wait_for(task, 5)
     assert scheduler.denied == []
     assert {("", "pods", "patch"), ("scheduling.volcano.sh", "podgroups", "create")} <= scheduler.used
+
+
+@pytest.mark.timeout(30)
+async def test_the_leader_election_role_suffices_to_lead_renew_and_release():
+    store = Store(None, Clock(), admission=admit)
+    raw = LocalClient(store)
+    op = Authorizing(raw, LEADER_ELECTION_RULES, "system:serviceaccount:phalanx-system:phalanx-operator")
+    elector = LeaderElector(op, "phalanx-system", "lock", "me", ElectionConfig(1.0, 0.5, 0.05), Clock(),
+                            recorder=EventRecorder(op, "training-operator"))
+    halt = asyncio.Event()
+    task = asyncio.create_task(elector.run_while_leading(halt.wait, lambda: _set(halt)))
+    try:
+        await asyncio.wait_for(elector.leading.wait(), 5)
+        first = (await raw.get("Lease", "lock", "phalanx-system"))["spec"]["renewTime"]
+        for _ in range(500):  # renewed at least once
+            if (await raw.get("Lease", "lock", "phalanx-system"))["spec"]["renewTime"] != first:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await elector.stop()
+        await asyncio.wait_for(task, 5)
+    assert (await raw.get("Lease", "lock", "phalanx-system"))["spec"]["holderIdentity"] == ""
+    assert op.denied == []
+    assert {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")} <= op.used
+    assert ("", "events", "create") in op.used
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
 
 
 async def test_apply_creates_then_configures():

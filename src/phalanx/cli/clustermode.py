@@ -33,8 +33,12 @@ from phalanx.node.home import phalanx_home
 from phalanx.node.nsswrapper import nss_wrapper_available
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import ApiError, NotFound
+from phalanx.objects.names import is_dns1123_label, is_dns1123_subdomain
+from phalanx.runtime.events import EventRecorder
+from phalanx.runtime.leaderelection import ElectionConfig, LeaderElectionLost, LeaderElector, default_namespace
 from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.scheduler import Scheduler
+from phalanx.sim.units import DurationError, parse_duration
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +195,69 @@ async def run_until_signalled(start: Callable[[], Coroutine[Any, Any, Any]], sto
 
 
 @dataclass
+class LeaderElection:
+    """``--leader-elect``: the Lease ``namespace/name`` (namespace None: the pod's, else
+    ``default``) and client-go's durations."""
+
+    name: str
+    namespace: str | None = None
+    config: ElectionConfig = ElectionConfig()
+
+
+def leader_election(enabled: bool, name: str, namespace: str | None, durations: tuple[str, str, str],
+                    flags: tuple[str, str, str, str, str]) -> LeaderElection | None:
+    """The ``--leader-elect`` flags (``flags``: the name, namespace and three duration flags as
+    spelled on the command line) to settings; ValueError naming the flag and the rule."""
+    if not enabled:
+        return None
+    name_flag, ns_flag, *duration_flags = flags
+    for flag, value, errors in ((name_flag, name, is_dns1123_subdomain(name)),
+                                (ns_flag, namespace, is_dns1123_label(namespace) if namespace else [])):
+        if errors:
+            raise ValueError(f"{flag}: invalid value {value!r}: {'; '.join(errors)}")
+    seconds = []
+    for flag, text in zip(duration_flags, durations):
+        try:
+            seconds.append(parse_duration(text))
+        except DurationError as e:
+            raise ValueError(f"{flag}: {e}") from None
+    config = ElectionConfig(seconds[0], seconds[1], seconds[2])
+    config.check((duration_flags[0], duration_flags[1], duration_flags[2]))
+    return LeaderElection(name, namespace or None, config)
+
+
+async def run_elected(client: Client, election: LeaderElection | None, what: str, component: str,
+                      start: Callable[[], Coroutine[Any, Any, Any]], stop: Callable[[], Any],
+                      say: Callable[[str], None], stop_event: asyncio.Event | None) -> int:
+    """``start()`` until signalled; with leader election only while leading: nothing runs
+    before, a lost lease stops it and answers 1 (controller-runtime: "leader election lost"),
+    a signal stops it and then releases the lease."""
+    if election is None:
+        await run_until_signalled(start, stop, stop_event)
+        return 0
+    ns = election.namespace or default_namespace()
+    elector = LeaderElector(client, ns, election.name, config=election.config, clock=Clock(),
+                            recorder=EventRecorder(client, component))
+    lease = f"lease {ns}/{election.name} as {elector.identity}"
+    say(f"phalanx {what}: leader election: {lease}; waiting to lead")
+
+    async def stop_work() -> None:
+        res = stop()
+        if asyncio.iscoroutine(res):
+            await res
+
+    async def lead() -> None:
+        await elector.run_while_leading(start, stop_work, on_leading=lambda: say(f"phalanx {what}: leading: {lease}"))
+
+    try:
+        await run_until_signalled(lead, elector.stop, stop_event)
+    except LeaderElectionLost as e:
+        say(f"error: {e}")
+        return 1
+    return 0
+
+
+@dataclass
 class OperatorSettings:
     gang_scheduler: str | None = "volcano"
     namespace: str | None = None
@@ -202,6 +269,7 @@ class OperatorSettings:
     init_container_max_tries: int = 100
     default_backoff_limit: int = 0
     mpi_kubectl_delivery_image: str = DEFAULT_MPI_KUBECTL_DELIVERY_IMAGE
+    leader_election: LeaderElection | None = None
 
 
 async def run_operator(conn: Connection, settings: OperatorSettings, say: Callable[[str], None],
@@ -229,8 +297,8 @@ async def run_operator(conn: Connection, settings: OperatorSettings, say: Callab
             f"gang scheduler {settings.gang_scheduler or 'off'}; "
             f"namespace {settings.namespace or 'all'}; "
             f"runtime {'local (Phalanx nodes)' if local else 'Kubernetes'}")
-        await run_until_signalled(jobs.run, jobs.stop, stop_event)
-        return 0
+        return await run_elected(client, settings.leader_election, "operator", "training-operator", jobs.run,
+                                 jobs.stop, say, stop_event)
     finally:
         await client.close()
 
@@ -240,6 +308,7 @@ class SchedulerSettings:
     scheduler_name: str = "volcano"
     default_queue: str = "default"
     period: float = 1.0
+    leader_election: LeaderElection | None = None
 
 
 async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Callable[[str], None],
@@ -261,8 +330,8 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
             await sched.stop()
             await groups.stop()
 
-        await run_until_signalled(run_both, stop_both, stop_event)
-        return 0
+        return await run_elected(client, settings.leader_election, "scheduler", settings.scheduler_name, run_both,
+                                 stop_both, say, stop_event)
     finally:
         await client.close()
 

@@ -39,6 +39,9 @@ EXIT_INVALID = cmdutil.EXIT_INVALID
 # client-go to 5/10; these suit a shared API server and keep gangs of hundreds of pods quick).
 DEFAULT_OPERATOR_QPS, DEFAULT_OPERATOR_BURST = 50.0, 100
 DEFAULT_SCHEDULER_QPS, DEFAULT_SCHEDULER_BURST = 200.0, 400
+# The original's --leader-election-id default (training-operator's main.go).
+DEFAULT_LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"
+_LEASE_HELP = "leader election: {what} (a duration: 15s, 1.5s, 500ms)"
 
 
 def _print_version(value: bool) -> None:
@@ -204,6 +207,22 @@ def operator(
         help="image of the MPIJob launcher's kubectl-delivery init container (Kubernetes runtime)"),
     default_backoff_limit: int = typer.Option(0, "--default-backoff-limit", min=0,
                                               help="restarts allowed when a job sets no backoffLimit"),
+    leader_elect: bool = typer.Option(False, "--leader-elect",
+                                      help="Enable leader election for controller manager. Enabling this will "
+                                           "ensure there is only one active controller manager."),
+    leader_election_id: str = typer.Option(DEFAULT_LEADER_ELECTION_ID, "--leader-election-id",
+                                           help="The ID for leader election (the Lease's name)."),
+    leader_election_namespace: Optional[str] = typer.Option(
+        None, "--leader-election-namespace",
+        help="namespace of the Lease (default: the pod's namespace in a cluster, else default)"),
+    leader_election_lease_duration: str = typer.Option(
+        "15s", "--leader-election-lease-duration",
+        help=_LEASE_HELP.format(what="how long a Lease not renewed keeps the other candidates waiting")),
+    leader_election_renew_deadline: str = typer.Option(
+        "10s", "--leader-election-renew-deadline",
+        help=_LEASE_HELP.format(what="how long the leader tries to renew before it gives up and exits")),
+    leader_election_retry_period: str = typer.Option(
+        "2s", "--leader-election-retry-period", help=_LEASE_HELP.format(what="time between tries")),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the job controller against a Kubernetes API server (a cluster, or `phalanx up --no-controllers`)."""
@@ -211,6 +230,7 @@ def operator(
         OperatorSettings,
         configure_logging,
         env_cluster_domain,
+        leader_election,
         parse_gang_scheduler,
         parse_image,
         parse_kinds,
@@ -223,6 +243,11 @@ def operator(
     try:
         kinds = parse_kinds(enable_scheme)
         parse_image("--mpi-kubectl-delivery-image", mpi_kubectl_delivery_image)
+        election = leader_election(
+            leader_elect, leader_election_id, leader_election_namespace,
+            (leader_election_lease_duration, leader_election_renew_deadline, leader_election_retry_period),
+            ("--leader-election-id", "--leader-election-namespace", "--leader-election-lease-duration",
+             "--leader-election-renew-deadline", "--leader-election-retry-period"))
     except ValueError as e:
         _fail(f"error: {e}", EXIT_INVALID)
     configure_logging(verbose)
@@ -231,7 +256,7 @@ def operator(
     settings = OperatorSettings(parse_gang_scheduler(gang_scheduler_name), namespace or None, tuple(kinds),
                                 controller_threads, local_runtime, env_cluster_domain(), init_container_image,
                                 init_container_max_tries, default_backoff_limit,
-                                mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
+                                mpi_kubectl_delivery_image=mpi_kubectl_delivery_image, leader_election=election)
     _run_cluster_mode(run_operator(conn, settings, lambda m: err.print(m, markup=False)))
 
 
@@ -249,17 +274,47 @@ def scheduler_cmd(
     schedule_period: float = typer.Option(1.0, "--schedule-period", min=0.05, help="seconds between sessions"),
     kube_api_qps: float = typer.Option(DEFAULT_SCHEDULER_QPS, "--kube-api-qps"),
     kube_api_burst: int = typer.Option(DEFAULT_SCHEDULER_BURST, "--kube-api-burst"),
+    leader_elect: bool = typer.Option(False, "--leader-elect",
+                                      help="Start a leader election client and gain leadership before executing "
+                                           "the main loop. Enable this when running replicated components for "
+                                           "high availability."),
+    leader_elect_resource_name: Optional[str] = typer.Option(
+        None, "--leader-elect-resource-name", help="the Lease's name (default: the scheduler name, as Volcano)"),
+    leader_elect_resource_namespace: Optional[str] = typer.Option(
+        None, "--leader-elect-resource-namespace", "--lock-object-namespace",
+        help="namespace of the Lease (default: the pod's namespace in a cluster, else default)"),
+    leader_elect_lease_duration: str = typer.Option(
+        "15s", "--leader-elect-lease-duration",
+        help=_LEASE_HELP.format(what="how long a Lease not renewed keeps the other candidates waiting")),
+    leader_elect_renew_deadline: str = typer.Option(
+        "10s", "--leader-elect-renew-deadline",
+        help=_LEASE_HELP.format(what="how long the leader tries to renew before it gives up and exits")),
+    leader_elect_retry_period: str = typer.Option(
+        "2s", "--leader-elect-retry-period", help=_LEASE_HELP.format(what="time between tries")),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the gang scheduler (Volcano-shaped) as a secondary scheduler: PodGroups, Queues, pods/binding."""
-    from phalanx.cli.clustermode import SchedulerSettings, configure_logging, run_scheduler  # lazy: start-up speed
+    from phalanx.cli.clustermode import (  # lazy: start-up speed
+        SchedulerSettings,
+        configure_logging,
+        leader_election,
+        run_scheduler,
+    )
 
     if not scheduler_name.strip():
         _fail("error: --scheduler-name: must not be empty", EXIT_INVALID)
+    try:
+        election = leader_election(
+            leader_elect, leader_elect_resource_name or scheduler_name.strip(), leader_elect_resource_namespace,
+            (leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period),
+            ("--leader-elect-resource-name", "--leader-elect-resource-namespace", "--leader-elect-lease-duration",
+             "--leader-elect-renew-deadline", "--leader-elect-retry-period"))
+    except ValueError as e:
+        _fail(f"error: {e}", EXIT_INVALID)
     configure_logging(verbose)
     conn = _connection(kubeconfig, context, server, token, certificate_authority, in_cluster, kube_api_qps,
                        kube_api_burst)
-    settings = SchedulerSettings(scheduler_name.strip(), default_queue, schedule_period)
+    settings = SchedulerSettings(scheduler_name.strip(), default_queue, schedule_period, leader_election=election)
     _run_cluster_mode(run_scheduler(conn, settings, lambda m: err.print(m, markup=False)))
 
 

@@ -19,7 +19,14 @@ import yaml
 
 from phalanx import __version__
 from phalanx.deploy.crds import KUBEFLOW_CRD_KINDS, VOLCANO_CRD_KINDS, crd
-from phalanx.deploy.rbac import OPERATOR_RULES, SCHEDULER_RULES, cluster_role, cluster_role_binding
+from phalanx.deploy.rbac import (
+    OPERATOR_RULES,
+    SCHEDULER_RULES,
+    cluster_role,
+    cluster_role_binding,
+    leader_election_role,
+    leader_election_role_binding,
+)
 from phalanx.objects.names import is_dns_label
 
 DEFAULT_IMAGE = f"ghcr.io/phalanx-dev/phalanx:{__version__}"
@@ -57,8 +64,8 @@ def _deployment(name: str, namespace: str, image: str, pull: str, args: list[str
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},  # one instance at a time: no leader election
+            "replicas": 2,  # --leader-elect: one acts, the other takes over
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "template": {
                 "metadata": {"labels": labels},
@@ -84,7 +91,8 @@ def _deployment(name: str, namespace: str, image: str, pull: str, args: list[str
 
 
 def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
-    """CRDs, Namespace, ServiceAccounts, ClusterRoles and bindings, Deployments."""
+    """CRDs, Namespace, ServiceAccounts, ClusterRoles and bindings, the leader-election Role and
+    binding, Deployments."""
     o = opts or InstallOptions()
     o.check()
     ns = o.namespace
@@ -95,16 +103,18 @@ def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
     objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": dict(LABELS)}})
     parts = [("phalanx-operator", OPERATOR_RULES,
               ["operator", "--in-cluster", "--local-runtime=false", f"--gang-scheduler-name={o.scheduler_name}",
-               *o.operator_args])]
+               "--leader-elect", *o.operator_args])]
     if o.scheduler:
         parts.append(("phalanx-scheduler", SCHEDULER_RULES,
-                      ["scheduler", "--in-cluster", f"--scheduler-name={o.scheduler_name}"]))
+                      ["scheduler", "--in-cluster", f"--scheduler-name={o.scheduler_name}", "--leader-elect"]))
     for name, _, _ in parts:
         objs.append({"apiVersion": "v1", "kind": "ServiceAccount",
                      "metadata": {"name": name, "namespace": ns, "labels": dict(LABELS)}})
     for name, rules, _ in parts:
         objs.append(cluster_role(name, rules, LABELS))
         objs.append(cluster_role_binding(name, name, name, ns, LABELS))
+    objs.append(leader_election_role(ns, LABELS))
+    objs.append(leader_election_role_binding(ns, [name for name, _, _ in parts], LABELS))
     for name, _, args in parts:
         objs.append(_deployment(name, ns, o.image, o.image_pull_policy, args))
     return objs

@@ -23,7 +23,10 @@ Nodes):
   PodGroups create and ``pods/finalizers`` update (the group's
   ownerReference to its pod blocks the pod's deletion, which
   OwnerReferencesPermissionEnforcement allows only to who may set the
-  pod's finalizers; Volcano's controllers hold the same).
+  pod's finalizers; Volcano's controllers hold the same);
+- both, in the install namespace only (a Role): Leases get/list/watch/create/
+  update/patch for ``--leader-elect``, and Events create/patch for its
+  "became leader" Events on the Lease.
 """
 from __future__ import annotations
 
@@ -61,6 +64,29 @@ SCHEDULER_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues/status"], "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
+
+
+# Leader election (``--leader-elect``), in the install namespace only: kubebuilder's leader-election-role.
+LEADER_ELECTION_ROLE = "phalanx-leader-election"
+LEADER_ELECTION_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+     "verbs": [*READ, "create", "update", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def leader_election_role(namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": LEADER_ELECTION_ROLE, "namespace": namespace, "labels": dict(labels)},
+            "rules": [dict(r) for r in LEADER_ELECTION_RULES]}
+
+
+def leader_election_role_binding(namespace: str, service_accounts: list[str],
+                                 labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": LEADER_ELECTION_ROLE, "namespace": namespace, "labels": dict(labels)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": LEADER_ELECTION_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace} for sa in service_accounts]}
 
 
 def cluster_role(name: str, rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:

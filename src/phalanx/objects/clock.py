@@ -53,6 +53,11 @@ def format_time(t: datetime) -> str:
     return text
 
 
+def format_micro_time(t: datetime) -> str:
+    """RFC 3339 with microseconds and a Z: Kubernetes' MicroTime (Lease renewTime, Event eventTime)."""
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def parse_time(s: str | None) -> datetime | None:
     if not s:
         return None
