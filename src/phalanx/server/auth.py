@@ -5,9 +5,10 @@ The admin token (the kubeconfig's) is compared in constant time and makes the us
 (``tokens``) makes ``system:serviceaccount:<ns>:<name>`` while its ServiceAccount exists
 with the uid it names. Any other bearer token gets the apiserver's 401 (docs/REFERENCE.md
 golden 63); a request without one is ``system:anonymous``, whom nothing is granted
-(403, golden 62), whatever the stored policy says. Everyone else is authorized by ``rbac.Policy`` over the stored
-ClusterRoles, ClusterRoleBindings, Roles and RoleBindings, watched by informers that
-start with the first such request; decisions are cached until one of those changes.
+(403, golden 62) whatever the stored policy says. Everyone else is authorized by
+``rbac.Policy`` over the stored ClusterRoles, ClusterRoleBindings, Roles and RoleBindings,
+watched by informers that start with the first such request; decisions are cached until
+one of those changes. ``Impersonate-*`` headers are not served: a request is its sender's.
 """
 from __future__ import annotations
 
@@ -60,12 +61,6 @@ def bearer_token(header: str | None) -> str | None:
     if scheme.lower() != "bearer":
         return None
     return presented.strip() or None
-
-
-def check_token(header: str | None, token: bytes) -> bool:
-    """True when ``header`` is ``Bearer <token>``."""
-    presented = bearer_token(header)
-    return presented is not None and hmac.compare_digest(presented.encode("utf-8", "surrogateescape"), token)
 
 
 class AccessControl:
@@ -166,9 +161,8 @@ class AccessControl:
 
     async def policy(self) -> Policy:
         if self._policy is None:
-            lists = [(await self._informer(k)).list() for k in RBAC_KINDS]
-            if self._policy is None:
-                self._policy = Policy(*lists)
+            informers = [await self._informer(k) for k in RBAC_KINDS]
+            self._policy = Policy(*(i.list() for i in informers))  # one consistent view: no await in between
         return self._policy
 
     async def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
