@@ -101,7 +101,7 @@ def test_logs_and_unauthenticated_access(env, tmp_path):
     cli(env, "apply", "-f", str(f))
     wait_cli(env, ["get", "pytorchjob", "pytest"], lambda out: "Succeeded" in out, 30, "job Succeeded")
     assert cli(env, "logs", "pytest-master-0").stdout == "hello from 0\n"
-    # The API refuses requests without the token.
+    # The API refuses requests without the token (system:anonymous is granted nothing: golden 62).
     import ssl
     import urllib.error
     import urllib.request
@@ -109,7 +109,7 @@ def test_logs_and_unauthenticated_access(env, tmp_path):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(api["url"] + "/api/v1/namespaces/default/pods", timeout=5,
                                context=ssl.create_default_context(cafile=api["ca"]))
-    assert e.value.code == 401
+    assert e.value.code == 403
     with pytest.raises(urllib.error.URLError):  # and it is TLS with our own CA, not the system's
         urllib.request.urlopen(api["url"] + "/version", timeout=5)
 

@@ -190,11 +190,11 @@ def test_up_prints_the_export_line_and_every_request_needs_the_token(plane):
     version = plane.kubectl("version").stdout
     assert re.search(r"Server Version: v1\.32\.\d+-phalanx", version), version
     ctx = ssl.create_default_context(cafile=api["ca"])
-    for headers in ({}, {"Authorization": "Bearer wrong"}):
+    for headers, code in (({}, 403), ({"Authorization": "Bearer wrong"}, 401)):  # anonymous, unauthorized
         req = urllib.request.Request(api["url"] + "/api/v1/namespaces/default/pods", headers=headers)
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req, timeout=5, context=ctx)
-        assert e.value.code == 401
+        assert e.value.code == code
     # The phalanx CLI talks to the same API (verifying the same CA).
     assert plane.phalanx("get", "ns").stdout.split()[:4] == ["NAME", "STATUS", "AGE", "default"]
     assert plane.kubectl("get", "ns", "default").stdout.split()[:5] == ["NAME", "STATUS", "AGE", "default",

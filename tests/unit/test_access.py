@@ -1,6 +1,7 @@
 """Access (issue 6, item 6), point by point: the API listens on loopback only,
 speaks TLS 1.2+, wants the token on every request (logs, watch, openapi and
-version included; never from the query string or a cookie), writes its
+version included; never from the query string or a cookie: without one the
+request is system:anonymous, refused with 403 as golden 62), writes its
 credentials 0600 whatever the umask, and names reach a file path only once
 validated: ``../`` as a pod, namespace or container name, through the API and
 through the CLI, reads nothing. (Pods' argv and environment: tests/e2e/test_access.py.)"""
@@ -184,13 +185,17 @@ UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": 
 def test_every_route_wants_the_token(tls_server, method, path):
     before = tls_server.store.current_rv()
     body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "intruder"}} if method != "GET" else None
-    for token, headers in ((None, {}), ("wrong", {}), (TOKEN[:-1], {}), (TOKEN + "x", {}),
-                           (None, {"Cookie": f"token={TOKEN}"}), (None, {"Authorization": f"Basic {TOKEN}"})):
-        status, reply = tls_server.request(method, path, token=token, body=body, headers=headers)
-        assert status == 401 and json.loads(reply) == UNAUTHORIZED, (token, headers, status, reply[:200])
+    for token in ("wrong", TOKEN[:-1], TOKEN + "x", "a.b.c"):
+        status, reply = tls_server.request(method, path, token=token, body=body)
+        assert status == 401 and json.loads(reply) == UNAUTHORIZED, (token, status, reply[:200])
     sep = "&" if "?" in path else "?"
-    status, _ = tls_server.request(method, f"{path}{sep}access_token={TOKEN}&token={TOKEN}", token=None, body=body)
-    assert status == 401
+    for token, headers, where in ((None, {}, path), (None, {"Cookie": f"token={TOKEN}"}, path),
+                                  (None, {"Authorization": f"Basic {TOKEN}"}, path),
+                                  (None, {}, f"{path}{sep}access_token={TOKEN}&token={TOKEN}")):
+        status, reply = tls_server.request(method, where, token=token, body=body, headers=headers)
+        denied = json.loads(reply)
+        assert status == 403 and denied["reason"] == "Forbidden", (headers, where, status, reply[:200])
+        assert 'User "system:anonymous" cannot' in denied["message"]
     assert tls_server.store.current_rv() == before  # nothing reached the store
     assert SECRET.encode() not in reply
 
@@ -206,7 +211,7 @@ def test_a_web_page_gets_no_cors_grant(tls_server):
             conn.request(method, "/api/v1/namespaces/default/pods", headers=origin)
             resp = conn.getresponse()
             resp.read()
-            assert resp.status == 401
+            assert resp.status == 403  # system:anonymous
             assert not [h for h in resp.headers if h.lower().startswith("access-control-")]
         finally:
             conn.close()

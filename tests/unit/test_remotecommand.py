@@ -206,6 +206,9 @@ async def test_pod_without_host_stopped_container_and_no_upgrade(api):
 async def test_exec_needs_the_token(api):
     async with aiohttp.ClientSession() as anonymous:
         async with anonymous.get(exec_url(api, "p", ["true"], stdout="true"), headers=WS_HEADERS) as resp:
+            assert resp.status == 403  # system:anonymous may not get pods/exec
+        async with anonymous.get(exec_url(api, "p", ["true"], stdout="true"),
+                                 headers={**WS_HEADERS, "Authorization": "Bearer wrong"}) as resp:
             assert resp.status == 401
     assert api.provider.calls == []
 

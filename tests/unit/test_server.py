@@ -216,14 +216,29 @@ UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": 
                 "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
 
 
-@pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic " + TOKEN, "Bearer", "Bearer " + TOKEN + "x"])
+@pytest.mark.parametrize("header", ["Bearer wrong", "Bearer " + TOKEN + "x", "bearer " + TOKEN[:-1]])
 @pytest.mark.parametrize("path", [QUEUES, "/version", "/healthz", "/api", "/nope"])
-async def test_every_request_needs_the_token(api, header, path):
+async def test_a_wrong_token_is_unauthorized(api, header, path):
+    async with aiohttp.ClientSession() as s:
+        async with s.get(api.url + path, headers={"Authorization": header}) as resp:
+            assert resp.status == 401
+            assert await resp.json() == UNAUTHORIZED
+
+
+@pytest.mark.parametrize("header", [None, "Basic " + TOKEN, "Bearer", "Bearer  "])
+@pytest.mark.parametrize("path, message", [
+    (QUEUES, 'queues.scheduling.volcano.sh is forbidden: User "system:anonymous" cannot list resource "queues" '
+             'in API group "scheduling.volcano.sh" at the cluster scope'),
+    ("/version", 'forbidden: User "system:anonymous" cannot get path "/version"'),
+    ("/healthz", 'forbidden: User "system:anonymous" cannot get path "/healthz"'),
+    ("/nope", 'forbidden: User "system:anonymous" cannot get path "/nope"')])
+async def test_no_token_is_anonymous_and_forbidden(api, header, path, message):
+    """As the kube-apiserver with anonymous auth on (golden 62); Phalanx grants system:anonymous nothing."""
     headers = {"Authorization": header} if header else {}
     async with aiohttp.ClientSession() as s:
         async with s.get(api.url + path, headers=headers) as resp:
-            assert resp.status == 401
-            assert await resp.json() == UNAUTHORIZED
+            assert resp.status == 403
+            assert (await resp.json())["message"] == message
 
 
 async def test_client_with_wrong_token_gets_unauthorized(api):
@@ -571,7 +586,8 @@ async def test_version_and_discovery(api):
     _, groups = await raw(api, "GET", "/apis")
     assert {g["name"] for g in groups["groups"]} == {"kubeflow.org", "scheduling.volcano.sh", "apps",
                                                      "coordination.k8s.io", "admissionregistration.k8s.io",
-                                                     "rbac.authorization.k8s.io", "apiextensions.k8s.io"}
+                                                     "rbac.authorization.k8s.io", "apiextensions.k8s.io",
+                                                     "authentication.k8s.io", "authorization.k8s.io"}
     _, group = await raw(api, "GET", "/apis/kubeflow.org")
     assert group["preferredVersion"] == {"groupVersion": "kubeflow.org/v1", "version": "v1"}
     _, core = await raw(api, "GET", "/api/v1/")

@@ -49,6 +49,7 @@ else:
 API_FILE = "api.json"
 KUBECONFIG_FILE = "kubeconfig"
 TLS_DIR = "tls"
+SA_KEY_FILE = "service-account.key"  # signs ServiceAccount tokens (server.tokens); made once, mode 0600
 ACCESS_LOG_FILE = "api-access.log"
 ACCESS_LOG_BYTES = 5 * 1024 * 1024  # rotated once, so at most twice this on disk
 HANGUP_GRACE = 3.0  # seconds after SIGTERM/SIGHUP for the orderly clean-up to begin
@@ -315,7 +316,7 @@ class ServedCluster:
         self._access_log = _access_logger(self.home)
         app = make_app(self.cluster.client, self.token, log_provider=self.cluster.log_provider,
                        clock=self.cluster.clock, access_log=self._access_log,
-                       exec_provider=self.cluster.exec_provider)
+                       exec_provider=self.cluster.exec_provider, signing_key=self.home / SA_KEY_FILE)
         if self.plain_kubernetes:
             from phalanx.server import webhooks  # lazy for start-up speed, as above
 

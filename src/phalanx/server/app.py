@@ -76,11 +76,12 @@ from phalanx.server import (
     paging,
     protobuf,
     remotecommand,
+    reviews,
     routes,
     streams,
     tables,
 )
-from phalanx.server.auth import bearer_auth
+from phalanx.server.auth import ACCESS, AccessControl, access_middleware
 from phalanx.server.deleteoptions import effective_policy, parse_delete_options
 from phalanx.server.openapi import openapi_v3_reply
 from phalanx.server.routes import Route
@@ -380,6 +381,8 @@ def _handler_for(route: Route, method: str) -> HandlerFn | None:
         return {"GET": _STREAMING[sub], "POST": _STREAMING[sub]}.get(method)
     if rt.kind in JOB_KINDS and sub == "log":
         return {"GET": _job_logs}.get(method)
+    if rt.kind == "ServiceAccount" and sub == "token":
+        return {"POST": reviews.token_request}.get(method)
     # e.g. PodGroup /status: no such subresource; the apiserver words it as a missing object
     raise NotFound(routes.resource_name(rt), route.name)
 
@@ -427,6 +430,8 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     if not rest:
         doc = discovery.resource_list(group, version)
         return json_response(doc) if doc else routes.not_found_response()
+    if group in reviews.GROUPS:
+        return await reviews.dispatch(request, group, version, rest)
     try:
         route = routes.parse_resource_path(group, version, rest)
     except routes.PathNotFound:
@@ -534,7 +539,8 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
              exec_provider: remotecommand.ExecProvider | None = None,
              max_body_bytes: int = MAX_BODY_BYTES, clock: Clock | None = None,
              bookmark_interval: float = BOOKMARK_INTERVAL,
-             access_log: logging.Logger | None = None) -> web.Application:
+             access_log: logging.Logger | None = None,
+             signing_key: Path | None = None) -> web.Application:
     """The API application over ``client`` (any ``phalanx.client.interface.Client``).
 
     ``log_provider`` serves ``pods/{name}/log``: an object with
@@ -548,9 +554,13 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
     ``access_log`` gets one line per request, written when it ends.
     ``exec_provider`` (``remotecommand.ExecProvider``) runs ``pods/{name}/exec``
     commands; without one exec answers 400.
+    ``token`` is the admin's; ServiceAccount tokens are signed with the RSA key at ``signing_key``
+    (made once; without a path, one in memory) and their users authorized by RBAC (``auth``).
     """
-    app = web.Application(middlewares=[_access_log, _warnings, _errors, bearer_auth(token)],
+    access = AccessControl(token, client, clock or Clock(), signing_key)
+    app = web.Application(middlewares=[_access_log, _warnings, _errors, access_middleware(access)],
                           client_max_size=max_body_bytes)
+    app[ACCESS] = access
     app[ACCESS_LOG] = access_log
     app[CLIENT] = client
     app[ADMISSION] = admit
@@ -562,6 +572,7 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
     app[BOOKMARKS] = float(bookmark_interval)
     app.router.add_route("*", r"/{tail:[\s\S]*}", _dispatch)  # any path, newlines too
     app.on_shutdown.append(_on_shutdown)
+    app.on_cleanup.append(lambda _app: access.stop())
     return app
 
 

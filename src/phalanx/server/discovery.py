@@ -19,6 +19,18 @@ from phalanx.api.registry import RESOURCES, ResourceType
 
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
+# Create-only resources nothing stores (``server.reviews``): group/version -> their discovery entries.
+_REVIEWS: dict[str, list[dict[str, Any]]] = {
+    "authentication.k8s.io/v1": [
+        {"name": "selfsubjectreviews", "singularName": "selfsubjectreview", "namespaced": False,
+         "kind": "SelfSubjectReview", "verbs": ["create"]},
+        {"name": "tokenreviews", "singularName": "tokenreview", "namespaced": False, "kind": "TokenReview",
+         "verbs": ["create"]}],
+    "authorization.k8s.io/v1": [
+        {"name": "selfsubjectaccessreviews", "singularName": "selfsubjectaccessreview", "namespaced": False,
+         "kind": "SelfSubjectAccessReview", "verbs": ["create"]}],
+}
+
 
 KUBERNETES_VERSION = "v1.32.4"  # the API level served; the dispatcher runs the kubectl of its minor
 
@@ -47,6 +59,9 @@ def group_versions() -> dict[str, list[str]]:
         versions = out.setdefault(rt.group, [])
         if rt.version not in versions:
             versions.append(rt.version)
+    for gv in _REVIEWS:
+        group, version = gv.split("/")
+        out.setdefault(group, []).append(version)
     return out
 
 
@@ -96,13 +111,19 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
     if rt.kind == "Pod":
         entries.append({"name": "pods/binding", **sub, "kind": "Binding", "verbs": ["create"]})
         entries.append({"name": "pods/log", **sub, "kind": "Pod", "verbs": ["get"]})
+    if rt.kind == "ServiceAccount":
+        entries.append({"name": "serviceaccounts/token", **sub, "group": "authentication.k8s.io", "version": "v1",
+                        "kind": "TokenRequest", "verbs": ["create"]})
     return entries
 
 
 def resource_list(group: str, version: str) -> dict[str, Any] | None:
     rts = [rt for rt in RESOURCES if rt.group == group and rt.version == version]
+    gv = f"{group}/{version}" if group else version
+    if gv in _REVIEWS:
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+                "resources": [dict(e) for e in _REVIEWS[gv]]}
     if not rts:
         return None
-    gv = f"{group}/{version}" if group else version
     resources = [e for rt in sorted(rts, key=lambda r: r.plural) for e in _resource_entries(rt)]
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}

@@ -24,6 +24,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from phalanx.objects.errors import BadRequest
+from phalanx.server import protobuf_reviews
 from phalanx.server.k8s_descriptors import FILE_DESCRIPTOR_SET
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
@@ -35,6 +36,7 @@ PACKAGES: dict[str, str] = {
     "v1": "k8s.io.api.core.v1",
     "apps/v1": "k8s.io.api.apps.v1",
     "rbac.authorization.k8s.io/v1": "k8s.io.api.rbac.v1",
+    **protobuf_reviews.PACKAGES,
 }
 # Options every group version serves, defined once in meta/v1.
 _META_KINDS = frozenset({"DeleteOptions", "CreateOptions", "UpdateOptions", "PatchOptions"})
@@ -75,7 +77,7 @@ _POINTER_FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v i
     "k8s.io.api.core.v1.ServiceSpec": "allocateLoadBalancerNodePorts",
     "k8s.io.api.core.v1.ClientIPConfig": "timeoutSeconds",
     "k8s.io.api.apps.v1.DeploymentSpec": "replicas revisionHistoryLimit progressDeadlineSeconds",
-}.items()}
+}.items()} | protobuf_reviews.POINTER_FIELDS
 
 # Go structs embedded with ``json:",inline"``: their fields are the parent's in JSON
 # (and every ``localObjectReference``: ConfigMap/Secret selectors, sources, projections).
@@ -92,6 +94,8 @@ def _pool() -> descriptor_pool.DescriptorPool:
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(any_pb2.DESCRIPTOR.serialized_pb)
     for f in descriptor_pb2.FileDescriptorSet.FromString(FILE_DESCRIPTOR_SET).file:
+        pool.Add(f)
+    for f in protobuf_reviews.files():
         pool.Add(f)
     return pool
 
