@@ -29,6 +29,8 @@ from phalanx.client.scoped import NamespaceScoped
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
 from phalanx.controller.podgroup.controller import PodGroupController
+from phalanx.controller.webhook.rotator import CertSettings
+from phalanx.controller.webhook.server import Webhooks, WebhookSettings
 from phalanx.node.home import phalanx_home
 from phalanx.node.nsswrapper import nss_wrapper_available
 from phalanx.objects.clock import Clock
@@ -202,6 +204,50 @@ class OperatorSettings:
     init_container_max_tries: int = 100
     default_backoff_limit: int = 0
     mpi_kubectl_delivery_image: str = DEFAULT_MPI_KUBECTL_DELIVERY_IMAGE
+    webhook: WebhookSettings | None = None  # None: no webhook server (--disable-webhook)
+
+
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DEFAULT_OPERATOR_NAMESPACE = "phalanx-system"  # phalanx install's
+
+
+def operator_namespace(sa_file: str = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
+    """Where the operator's own objects live (the webhook's Secret): ``$POD_NAMESPACE``,
+    else the pod's service account namespace, else phalanx install's namespace."""
+    env = os.environ.get("POD_NAMESPACE", "").strip()
+    if env:
+        return env
+    try:
+        with open(sa_file) as f:
+            ns = f.read().strip()
+    except OSError:
+        ns = ""
+    return ns or DEFAULT_OPERATOR_NAMESPACE
+
+
+def webhook_settings(host: str, port: int, cert_dir: str, rotate: bool, service_name: str, secret_name: str,
+                     namespace: str | None = None) -> WebhookSettings:
+    """The webhook server's settings from the operator's flags."""
+    certs = CertSettings(namespace=namespace or operator_namespace(), secret_name=secret_name,
+                         service_name=service_name, cert_dir=cert_dir) if rotate else None
+    return WebhookSettings(host=host, port=port, cert_dir=cert_dir, rotate=rotate, certs=certs)
+
+
+def with_webhooks(run: Callable[[], Coroutine[Any, Any, Any]], stop: Callable[[], Coroutine[Any, Any, Any]],
+                  webhooks: Webhooks | None) -> tuple[Callable[[], Coroutine[Any, Any, Any]],
+                                                     Callable[[], Coroutine[Any, Any, Any]]]:
+    """``run``/``stop`` of the controller, with the webhook server beside it."""
+    if webhooks is None:
+        return run, stop
+
+    async def run_both() -> None:
+        await asyncio.gather(run(), webhooks.run())
+
+    async def stop_both() -> None:
+        await webhooks.stop()
+        await stop()
+
+    return run_both, stop_both
 
 
 async def run_operator(conn: Connection, settings: OperatorSettings, say: Callable[[str], None],
@@ -229,7 +275,8 @@ async def run_operator(conn: Connection, settings: OperatorSettings, say: Callab
             f"gang scheduler {settings.gang_scheduler or 'off'}; "
             f"namespace {settings.namespace or 'all'}; "
             f"runtime {'local (Phalanx nodes)' if local else 'Kubernetes'}")
-        await run_until_signalled(jobs.run, jobs.stop, stop_event)
+        webhooks = Webhooks(client, Clock(), settings.webhook, say) if settings.webhook else None
+        await run_until_signalled(*with_webhooks(jobs.run, jobs.stop, webhooks), stop_event)
         return 0
     finally:
         await client.close()

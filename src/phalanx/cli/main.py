@@ -189,6 +189,21 @@ def operator(
         help="image of the MPIJob launcher's kubectl-delivery init container (Kubernetes runtime)"),
     default_backoff_limit: int = typer.Option(0, "--default-backoff-limit", min=0,
                                               help="restarts allowed when a job sets no backoffLimit"),
+    webhook_server_port: int = typer.Option(9443, "--webhook-server-port", min=0, max=65535,
+                                            help="port of the admission webhook server (0: any free port)"),
+    webhook_host: str = typer.Option("127.0.0.1", "--webhook-host",
+                                     help="address the webhook server listens on (in a pod: 0.0.0.0)"),
+    webhook_cert_dir: str = typer.Option("/tmp/k8s-webhook-server/serving-certs", "--webhook-cert-dir",
+                                         help="directory of the webhook's tls.crt and tls.key"),
+    webhook_service_name: str = typer.Option("phalanx-operator-webhook", "--webhook-service-name",
+                                             help="the webhook's Service (the certificate names it)"),
+    webhook_secret_name: str = typer.Option("phalanx-operator-webhook-cert", "--webhook-secret-name",
+                                            help="the Secret holding the webhook's CA and certificate"),
+    enable_cert_rotation: bool = typer.Option(
+        True, "--enable-cert-rotation/--no-enable-cert-rotation",
+        help="create and rotate the webhook certificate in the Secret and inject its CA into the webhook "
+             "configurations (off: serve what is in --webhook-cert-dir, e.g. cert-manager's)"),
+    disable_webhook: bool = typer.Option(False, "--disable-webhook", help="run without the webhook server"),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the job controller against a Kubernetes API server (a cluster, or `phalanx up --no-controllers`)."""
@@ -200,7 +215,9 @@ def operator(
         parse_image,
         parse_kinds,
         run_operator,
+        webhook_settings,
     )
+    from phalanx.objects.names import is_dns_label
 
     if local_runtime not in ("auto", "true", "false"):
         _fail(f'error: --local-runtime: unsupported value "{local_runtime}": supported values: "auto", "true", '
@@ -217,6 +234,16 @@ def operator(
                                 controller_threads, local_runtime, env_cluster_domain(), init_container_image,
                                 init_container_max_tries, default_backoff_limit,
                                 mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
+    if not disable_webhook:
+        for flag, value in (("--webhook-service-name", webhook_service_name),
+                            ("--webhook-secret-name", webhook_secret_name)):
+            if not is_dns_label(value):
+                _fail(f"error: {flag}: must be a DNS label (lowercase letters, digits, '-'), got {value!r}",
+                      EXIT_INVALID)
+        if not webhook_host.strip() or not webhook_cert_dir.strip():
+            _fail("error: --webhook-host and --webhook-cert-dir must not be empty", EXIT_INVALID)
+        settings.webhook = webhook_settings(webhook_host.strip(), webhook_server_port, webhook_cert_dir,
+                                            enable_cert_rotation, webhook_service_name, webhook_secret_name)
     _run_cluster_mode(run_operator(conn, settings, lambda m: err.print(m, markup=False)))
 
 
