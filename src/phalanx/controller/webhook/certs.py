@@ -145,11 +145,12 @@ def cert_problem(ca_pem: bytes | None, cert_pem: bytes | None, key_pem: bytes | 
     if dns_name not in names.get_values_for_type(x509.DNSName):
         return f"does not name {dns_name}"
     if server_auth:
-        try:
+        try:  # no extended key usage at all allows any (Go's x509 rule, which the original uses)
             eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         except x509.ExtensionNotFound:
-            return "no extended key usage"
-        if ExtendedKeyUsageOID.SERVER_AUTH not in eku:
+            eku = None
+        if eku is not None and ExtendedKeyUsageOID.SERVER_AUTH not in eku \
+                and ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE not in eku:
             return "not for server authentication"
     return None
 

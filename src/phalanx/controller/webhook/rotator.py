@@ -162,7 +162,7 @@ class CertRotator:
             except (AlreadyExists, Conflict):
                 continue  # another replica wrote it first: read theirs
             return new
-        raise Conflict(f"Secret {s.namespace}/{s.secret_name} keeps changing under the rotator")
+        raise Conflict("secrets", s.secret_name)  # it kept changing under the rotator: next period
 
     async def _inject(self, ca_pem: bytes) -> None:
         kinds = (("ValidatingWebhookConfiguration", self.settings.validating_config),
