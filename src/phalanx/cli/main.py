@@ -292,13 +292,30 @@ def install(
     apply_: bool = typer.Option(False, "--apply", help="create or update the objects instead of printing them"),
     kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=_CONN_HELP + "; with --apply"),
     context: Optional[str] = typer.Option(None, "--context"),
+    webhooks: bool = typer.Option(
+        True, "--webhooks/--no-webhooks",
+        help="the operator's admission webhooks (validating and defaulting), their Service, Secret and RBAC"),
+    cert_manager: bool = typer.Option(
+        False, "--cert-manager",
+        help="cert-manager issues the webhook certificate and injects its CA (the operator does not rotate)"),
+    webhook_url: Optional[str] = typer.Option(
+        None, "--webhook-url",
+        help="call the webhooks at this https:// URL (an operator outside the cluster, e.g. https://127.0.0.1:9443) "
+             "instead of through the Service"),
 ) -> None:
     """Print everything a cluster needs (`phalanx install | kubectl apply -f -`): CRDs, RBAC, Deployments."""
     # Lazy for start-up speed: the manifests load every kind's OpenAPI schema.
     from phalanx.deploy.manifests import DEFAULT_IMAGE, InstallOptions, install_objects, to_yaml
 
+    from phalanx.deploy.webhooks import WebhookInstall
+
+    if apply_ and webhooks and cert_manager:
+        _fail("error: --cert-manager: its Issuer and Certificate are applied with kubectl: "
+              "`phalanx install --cert-manager | kubectl apply -f -`", EXIT_INVALID)
+    hooks = WebhookInstall(cert_manager=cert_manager, url=webhook_url) if webhooks else None
     opts = InstallOptions(namespace=namespace, image=image or DEFAULT_IMAGE, image_pull_policy=image_pull_policy,
-                          scheduler=scheduler, scheduler_name=scheduler_name.strip(), volcano_crds=volcano_crds)
+                          scheduler=scheduler, scheduler_name=scheduler_name.strip(), volcano_crds=volcano_crds,
+                          webhook=hooks)
     try:
         objs = install_objects(opts)
     except ValueError as e:

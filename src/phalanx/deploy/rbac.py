@@ -23,7 +23,11 @@ Nodes):
   PodGroups create and ``pods/finalizers`` update (the group's
   ownerReference to its pod blocks the pod's deletion, which
   OwnerReferencesPermissionEnforcement allows only to who may set the
-  pod's finalizers; Volcano's controllers hold the same).
+  pod's finalizers; Volcano's controllers hold the same);
+- the operator's webhook certificate rotator: Secrets get/list/watch/create/
+  update in its own namespace only (a Role), and the two webhook
+  configuration kinds get/list/watch/update/patch (the caBundle); none of it
+  with cert-manager, which writes both.
 """
 from __future__ import annotations
 
@@ -61,6 +65,31 @@ SCHEDULER_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues/status"], "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
+
+
+# The webhook's certificate rotator (controller.webhook.rotator).
+WEBHOOK_CONFIG_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["admissionregistration.k8s.io"],
+     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+     "verbs": [*READ, "update", "patch"]},
+]
+WEBHOOK_SECRET_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": [*READ, "create", "update"]},
+]
+
+
+def role(name: str, namespace: str, rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "rules": [dict(r) for r in rules]}
+
+
+def role_binding(name: str, role_name: str, service_account: str, namespace: str,
+                 labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
+            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]}
 
 
 def cluster_role(name: str, rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:
