@@ -35,6 +35,7 @@ from phalanx.node.home import phalanx_home
 from phalanx.node.nsswrapper import nss_wrapper_available
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import ApiError, NotFound
+from phalanx.objects.names import is_dns_label
 from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.scheduler import Scheduler
 
@@ -227,7 +228,13 @@ def operator_namespace(sa_file: str = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
 
 def webhook_settings(host: str, port: int, cert_dir: str, rotate: bool, service_name: str, secret_name: str,
                      namespace: str | None = None) -> WebhookSettings:
-    """The webhook server's settings from the operator's flags."""
+    """The webhook server's settings from the operator's flags; ValueError naming the flag."""
+    for flag, value in (("--webhook-service-name", service_name), ("--webhook-secret-name", secret_name)):
+        if not is_dns_label(value):
+            raise ValueError(f"{flag}: must be a DNS label (lowercase letters, digits, '-'), got {value!r}")
+    host, cert_dir = host.strip(), cert_dir.strip()
+    if not host or not cert_dir:
+        raise ValueError("--webhook-host and --webhook-cert-dir must not be empty")
     certs = CertSettings(namespace=namespace or operator_namespace(), secret_name=secret_name,
                          service_name=service_name, cert_dir=cert_dir) if rotate else None
     return WebhookSettings(host=host, port=port, cert_dir=cert_dir, rotate=rotate, certs=certs)

@@ -217,7 +217,6 @@ def operator(
         run_operator,
         webhook_settings,
     )
-    from phalanx.objects.names import is_dns_label
 
     if local_runtime not in ("auto", "true", "false"):
         _fail(f'error: --local-runtime: unsupported value "{local_runtime}": supported values: "auto", "true", '
@@ -235,15 +234,11 @@ def operator(
                                 init_container_max_tries, default_backoff_limit,
                                 mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
     if not disable_webhook:
-        for flag, value in (("--webhook-service-name", webhook_service_name),
-                            ("--webhook-secret-name", webhook_secret_name)):
-            if not is_dns_label(value):
-                _fail(f"error: {flag}: must be a DNS label (lowercase letters, digits, '-'), got {value!r}",
-                      EXIT_INVALID)
-        if not webhook_host.strip() or not webhook_cert_dir.strip():
-            _fail("error: --webhook-host and --webhook-cert-dir must not be empty", EXIT_INVALID)
-        settings.webhook = webhook_settings(webhook_host.strip(), webhook_server_port, webhook_cert_dir,
-                                            enable_cert_rotation, webhook_service_name, webhook_secret_name)
+        try:
+            settings.webhook = webhook_settings(webhook_host, webhook_server_port, webhook_cert_dir,
+                                                enable_cert_rotation, webhook_service_name, webhook_secret_name)
+        except ValueError as e:
+            _fail(f"error: {e}", EXIT_INVALID)
     _run_cluster_mode(run_operator(conn, settings, lambda m: err.print(m, markup=False)))
 
 
@@ -306,7 +301,6 @@ def install(
     """Print everything a cluster needs (`phalanx install | kubectl apply -f -`): CRDs, RBAC, Deployments."""
     # Lazy for start-up speed: the manifests load every kind's OpenAPI schema.
     from phalanx.deploy.manifests import DEFAULT_IMAGE, InstallOptions, install_objects, to_yaml
-
     from phalanx.deploy.webhooks import WebhookInstall
 
     if apply_ and webhooks and cert_manager:
