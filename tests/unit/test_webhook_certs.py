@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from phalanx.api.admission import admit
 from phalanx.client.local import LocalClient
@@ -239,5 +242,34 @@ def test_rotator_losing_a_race_takes_the_winners_certificate(tmp_path):
         winner = await h.secret()
         assert raced and winner["tls.crt"] != first["tls.crt"]
         assert (Path(h.settings.cert_dir) / "tls.crt").read_bytes() == winner["tls.crt"]
+
+    asyncio.run(go())
+
+
+def test_a_ca_with_a_key_that_is_not_rsa_is_replaced(bundle):
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, certs.CA_NAME)])
+    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+          .serial_number(1).not_valid_before(NOW - timedelta(hours=1)).not_valid_after(NOW + timedelta(days=3650))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.SubjectAlternativeName([x509.DNSName(certs.CA_NAME)]), critical=False)
+          .sign(key, hashes.SHA256()))
+    data = {**bundle, certs.CA_CERT: ca.public_bytes(serialization.Encoding.PEM),
+            certs.CA_KEY: key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                            serialization.NoEncryption())}
+    renew, why = renewal(data, DNS[0], NOW)
+    assert renew is Renew.ALL and "not an RSA key" in why
+    assert renewal(certs.renewed(data, renew, DNS, NOW), DNS[0], NOW)[0] is Renew.NOTHING
+
+
+def test_rotator_survives_an_unexpected_error(tmp_path):
+    async def go() -> None:
+        h = Harness(tmp_path)
+
+        async def broken(*a, **k):
+            raise RuntimeError("boom")
+
+        h.client.get = broken  # type: ignore[method-assign]
+        assert await h.rotator.refresh() is False and "RuntimeError: boom" in (h.rotator.last_error or "")
 
     asyncio.run(go())

@@ -120,6 +120,8 @@ def cert_problem(ca_pem: bytes | None, cert_pem: bytes | None, key_pem: bytes | 
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError) as e:
         return f"cannot parse: {e}"
+    if not server_auth and not isinstance(key, rsa.RSAPrivateKey):
+        return "the CA key is not an RSA key (it signs with PKCS#1)"
     pub = cert.public_key()
     if pub.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) != \
             key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo):

@@ -132,6 +132,10 @@ class CertRotator:
             self.last_error = f"cert dir {self.settings.cert_dir}: {e}"
             log.error("webhook: certificate rotation: %s", self.last_error)
             return False
+        except Exception as e:  # a bug or a Secret no rule foresaw: retried next period, never fatal
+            self.last_error = f"{type(e).__name__}: {e}"
+            log.exception("webhook: certificate rotation failed")
+            return False
         self.last_error = None
         return True
 
