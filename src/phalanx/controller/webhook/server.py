@@ -47,7 +47,8 @@ async def _handle(request: web.Request) -> web.Response:
         return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 413,
                                   "reason": "RequestEntityTooLarge", "message": "request body too large"},
                                  status=413)
-    status, payload = review.handle(request.path, body)
+    # Off the event loop: a large job's admission must not stall the controller beside it.
+    status, payload = await asyncio.to_thread(review.handle, request.path, body)
     return web.json_response(payload, status=status)
 
 
