@@ -406,8 +406,15 @@ def test_install_through_kubectl_then_the_seed_manifests_are_accepted(plane):
         "clusterrolebinding.rbac.authorization.k8s.io/phalanx-scheduler created",
         "role.rbac.authorization.k8s.io/phalanx-leader-election created",
         "rolebinding.rbac.authorization.k8s.io/phalanx-leader-election created",
+        "role.rbac.authorization.k8s.io/phalanx-operator-webhook-cert created",
+        "rolebinding.rbac.authorization.k8s.io/phalanx-operator-webhook-cert created",
         "deployment.apps/phalanx-operator created",
-        "deployment.apps/phalanx-scheduler created"]
+        "deployment.apps/phalanx-scheduler created",
+        "service/phalanx-operator-webhook created",
+        "secret/phalanx-operator-webhook-cert created",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/defaulter.training-operator.kubeflow.org created",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/validator.training-operator.kubeflow.org "
+        "created"]
     # Applying again changes nothing; a new image is a strategic-merge patch of the Deployments.
     r = subprocess.run([kubectl, "apply", "-f", "-"], input=manifest, env=env, capture_output=True, text=True,
                        timeout=60)

@@ -58,6 +58,7 @@ class WebhookDenied(Forbidden):
         body = str(self.errors[0]) if len(self.errors) == 1 else "[" + ", ".join(str(e) for e in self.errors) + "]"
         super().__init__(f'admission webhook "{webhook}" denied the request: {body}')
         self.webhook = webhook
+        self.detail = body  # what follows "denied the request: " (an AdmissionReview's status.message)
 
 
 @dataclass(frozen=True)
@@ -159,8 +160,40 @@ def plain_admit(obj: Any, old: Obj | None = None, **kwargs: Any) -> Obj:
 plain_admit.returns_fresh_copy = True  # type: ignore[attr-defined]
 
 
+def default_object(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_NAMESPACE) -> Obj:
+    """The first steps of ``admit``: parse and apply the kind's defaults, no
+    validation after them (a mutating webhook's part). Raises as ``admit``
+    does when the object cannot be parsed; the input is never modified."""
+    try:
+        return _parse_and_default(obj, old if isinstance(old, dict) else None, namespace_default, True)[0]
+    except ApiError:
+        raise
+    except RecursionError:
+        raise BadRequest("object nesting is too deep") from None
+    except Exception as e:  # a bug, never the user's fault: still an API error, never a crash
+        raise ApiError(_short(f"internal error during admission: {type(e).__name__}: {e}", 500)) from e
+
+
 def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str] | None,
            kubeflow_admission: bool) -> Obj:
+    old = old if isinstance(old, dict) else None
+    data, rt, kind, prefix = _parse_and_default(obj, old, namespace_default, kubeflow_admission)
+    meta = data["metadata"]
+    errs = validate_object_meta(meta, namespaced=rt.namespaced, name_fn=kind.name_rule)
+    errs += kind.validate(data, old)
+    if errs:
+        raise Invalid(_clip(errs), prefix=prefix)
+
+    fw = kubeflow.FRAMEWORKS.get(rt.kind)
+    if fw is not None and kubeflow_admission:
+        errs = kubeflow_validation.validate_job_webhook(data, old, fw, warnings)
+        if errs:
+            raise WebhookDenied(fw.webhook, _clip(errs))
+    return data
+
+
+def _parse_and_default(obj: Any, old: Obj | None, namespace_default: str,
+                       kubeflow_defaults: bool) -> tuple[Obj, ResourceType, _Kind, str]:
     if not isinstance(obj, dict):
         raise BadRequest(f"the object must be a mapping (JSON object), got {json_type_name(obj)}")
     rt = _resource_type(obj)
@@ -181,21 +214,9 @@ def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str
     else:
         meta.pop("namespace", None)  # as the apiserver clears it for cluster-scoped kinds
 
-    old = old if isinstance(old, dict) else None
-    fw = kubeflow.FRAMEWORKS.get(rt.kind)
-    if fw is None or kubeflow_admission:
+    if kubeflow_defaults or rt.kind not in kubeflow.FRAMEWORKS:
         kind.default(data, old)
-
-    errs = validate_object_meta(meta, namespaced=rt.namespaced, name_fn=kind.name_rule)
-    errs += kind.validate(data, old)
-    if errs:
-        raise Invalid(_clip(errs), prefix=prefix)
-
-    if fw is not None and kubeflow_admission:
-        errs = kubeflow_validation.validate_job_webhook(data, old, fw, warnings)
-        if errs:
-            raise WebhookDenied(fw.webhook, _clip(errs))
-    return data
+    return data, rt, kind, prefix
 
 
 def _resource_type(obj: Obj) -> ResourceType:
@@ -361,4 +382,4 @@ def _preview(obj: Obj) -> str:
     return _short(json.dumps(shallow, default=str), 200)
 
 
-__all__ = ["admit", "plain_admit", "StrictDecodingError", "WebhookDenied"]
+__all__ = ["admit", "default_object", "plain_admit", "StrictDecodingError", "WebhookDenied"]

@@ -29,11 +29,13 @@ from phalanx.client.scoped import NamespaceScoped
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
 from phalanx.controller.podgroup.controller import PodGroupController
+from phalanx.controller.webhook.rotator import CertSettings
+from phalanx.controller.webhook.server import Webhooks, WebhookSettings
 from phalanx.node.home import phalanx_home
 from phalanx.node.nsswrapper import nss_wrapper_available
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import ApiError, NotFound
-from phalanx.objects.names import is_dns1123_label, is_dns1123_subdomain
+from phalanx.objects.names import is_dns1123_label, is_dns1123_subdomain, is_dns_label
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.leaderelection import ElectionConfig, LeaderElectionLost, LeaderElector, default_namespace
 from phalanx.scheduler.config import SchedulerConfig
@@ -270,6 +272,39 @@ class OperatorSettings:
     default_backoff_limit: int = 0
     mpi_kubectl_delivery_image: str = DEFAULT_MPI_KUBECTL_DELIVERY_IMAGE
     leader_election: LeaderElection | None = None
+    webhook: WebhookSettings | None = None  # None: no webhook server (--disable-webhook)
+
+
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DEFAULT_OPERATOR_NAMESPACE = "phalanx-system"  # phalanx install's
+
+
+def operator_namespace(sa_file: str = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
+    """Where the operator's own objects live (the webhook's Secret): ``$POD_NAMESPACE``,
+    else the pod's service account namespace, else phalanx install's namespace."""
+    env = os.environ.get("POD_NAMESPACE", "").strip()
+    if env:
+        return env
+    try:
+        with open(sa_file) as f:
+            ns = f.read().strip()
+    except OSError:
+        ns = ""
+    return ns or DEFAULT_OPERATOR_NAMESPACE
+
+
+def webhook_settings(host: str, port: int, cert_dir: str, rotate: bool, service_name: str, secret_name: str,
+                     namespace: str | None = None) -> WebhookSettings:
+    """The webhook server's settings from the operator's flags; ValueError naming the flag."""
+    for flag, value in (("--webhook-service-name", service_name), ("--webhook-secret-name", secret_name)):
+        if not is_dns_label(value):
+            raise ValueError(f"{flag}: must be a DNS label (lowercase letters, digits, '-'), got {value!r}")
+    host, cert_dir = host.strip(), cert_dir.strip()
+    if not host or not cert_dir:
+        raise ValueError("--webhook-host and --webhook-cert-dir must not be empty")
+    certs = CertSettings(namespace=namespace or operator_namespace(), secret_name=secret_name,
+                         service_name=service_name, cert_dir=cert_dir) if rotate else None
+    return WebhookSettings(host=host, port=port, cert_dir=cert_dir, rotate=rotate, certs=certs)
 
 
 async def run_operator(conn: Connection, settings: OperatorSettings, say: Callable[[str], None],
@@ -297,8 +332,21 @@ async def run_operator(conn: Connection, settings: OperatorSettings, say: Callab
             f"gang scheduler {settings.gang_scheduler or 'off'}; "
             f"namespace {settings.namespace or 'all'}; "
             f"runtime {'local (Phalanx nodes)' if local else 'Kubernetes'}")
-        return await run_elected(client, settings.leader_election, "operator", "training-operator", jobs.run,
-                                 jobs.stop, say, stop_event)
+        if settings.webhook is None:
+            return await run_elected(client, settings.leader_election, "operator", "training-operator", jobs.run,
+                                     jobs.stop, say, stop_event)
+        # Every replica serves the webhooks, leader or not (as the original's manager does).
+        webhooks = Webhooks(client, Clock(), settings.webhook, say)
+        served = asyncio.create_task(webhooks.run())
+        try:
+            return await run_elected(client, settings.leader_election, "operator", "training-operator", jobs.run,
+                                     jobs.stop, say, stop_event)
+        finally:
+            await webhooks.stop()
+            try:
+                await asyncio.wait_for(served, 10)
+            except asyncio.TimeoutError:
+                served.cancel()
     finally:
         await client.close()
 

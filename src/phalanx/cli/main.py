@@ -223,6 +223,21 @@ def operator(
         help=_LEASE_HELP.format(what="how long the leader tries to renew before it gives up and exits")),
     leader_election_retry_period: str = typer.Option(
         "2s", "--leader-election-retry-period", help=_LEASE_HELP.format(what="time between tries")),
+    webhook_server_port: int = typer.Option(9443, "--webhook-server-port", min=0, max=65535,
+                                            help="port of the admission webhook server (0: any free port)"),
+    webhook_host: str = typer.Option("127.0.0.1", "--webhook-host",
+                                     help="address the webhook server listens on (in a pod: 0.0.0.0)"),
+    webhook_cert_dir: str = typer.Option("/tmp/k8s-webhook-server/serving-certs", "--webhook-cert-dir",
+                                         help="directory of the webhook's tls.crt and tls.key"),
+    webhook_service_name: str = typer.Option("phalanx-operator-webhook", "--webhook-service-name",
+                                             help="the webhook's Service (the certificate names it)"),
+    webhook_secret_name: str = typer.Option("phalanx-operator-webhook-cert", "--webhook-secret-name",
+                                            help="the Secret holding the webhook's CA and certificate"),
+    enable_cert_rotation: bool = typer.Option(
+        True, "--enable-cert-rotation/--no-enable-cert-rotation",
+        help="create and rotate the webhook certificate in the Secret and inject its CA into the webhook "
+             "configurations (off: serve what is in --webhook-cert-dir, e.g. cert-manager's)"),
+    disable_webhook: bool = typer.Option(False, "--disable-webhook", help="run without the webhook server"),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the job controller against a Kubernetes API server (a cluster, or `phalanx up --no-controllers`)."""
@@ -235,6 +250,7 @@ def operator(
         parse_image,
         parse_kinds,
         run_operator,
+        webhook_settings,
     )
 
     if local_runtime not in ("auto", "true", "false"):
@@ -257,6 +273,12 @@ def operator(
                                 controller_threads, local_runtime, env_cluster_domain(), init_container_image,
                                 init_container_max_tries, default_backoff_limit,
                                 mpi_kubectl_delivery_image=mpi_kubectl_delivery_image, leader_election=election)
+    if not disable_webhook:
+        try:
+            settings.webhook = webhook_settings(webhook_host, webhook_server_port, webhook_cert_dir,
+                                                enable_cert_rotation, webhook_service_name, webhook_secret_name)
+        except ValueError as e:
+            _fail(f"error: {e}", EXIT_INVALID)
     _run_cluster_mode(run_operator(conn, settings, lambda m: err.print(m, markup=False)))
 
 
@@ -335,13 +357,29 @@ def install(
     apply_: bool = typer.Option(False, "--apply", help="create or update the objects instead of printing them"),
     kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help=_CONN_HELP + "; with --apply"),
     context: Optional[str] = typer.Option(None, "--context"),
+    webhooks: bool = typer.Option(
+        True, "--webhooks/--no-webhooks",
+        help="the operator's admission webhooks (validating and defaulting), their Service, Secret and RBAC"),
+    cert_manager: bool = typer.Option(
+        False, "--cert-manager",
+        help="cert-manager issues the webhook certificate and injects its CA (the operator does not rotate)"),
+    webhook_url: Optional[str] = typer.Option(
+        None, "--webhook-url",
+        help="call the webhooks at this https:// URL (an operator outside the cluster, e.g. https://127.0.0.1:9443) "
+             "instead of through the Service"),
 ) -> None:
     """Print everything a cluster needs (`phalanx install | kubectl apply -f -`): CRDs, RBAC, Deployments."""
     # Lazy for start-up speed: the manifests load every kind's OpenAPI schema.
     from phalanx.deploy.manifests import DEFAULT_IMAGE, InstallOptions, install_objects, to_yaml
+    from phalanx.deploy.webhooks import WebhookInstall
 
+    if apply_ and webhooks and cert_manager:
+        _fail("error: --cert-manager: its Issuer and Certificate are applied with kubectl: "
+              "`phalanx install --cert-manager | kubectl apply -f -`", EXIT_INVALID)
+    hooks = WebhookInstall(cert_manager=cert_manager, url=webhook_url) if webhooks else None
     opts = InstallOptions(namespace=namespace, image=image or DEFAULT_IMAGE, image_pull_policy=image_pull_policy,
-                          scheduler=scheduler, scheduler_name=scheduler_name.strip(), volcano_crds=volcano_crds)
+                          scheduler=scheduler, scheduler_name=scheduler_name.strip(), volcano_crds=volcano_crds,
+                          webhook=hooks)
     try:
         objs = install_objects(opts)
     except ValueError as e:

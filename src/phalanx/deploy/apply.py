@@ -9,6 +9,9 @@ from phalanx.client.interface import Client
 from phalanx.client.retry import retry_on_conflict
 from phalanx.objects.errors import AlreadyExists
 
+# Created when missing, never replaced: the webhook certificate's Secret is the operator's to fill.
+CREATE_ONLY_KINDS = ("Secret",)
+
 
 def reference(obj: dict[str, Any]) -> str:
     """kubectl's ``<singular>.<group>/<name>``."""
@@ -17,7 +20,7 @@ def reference(obj: dict[str, Any]) -> str:
 
 
 async def apply_objects(client: Client, objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """In order; returns (reference, "created" | "configured") per object."""
+    """In order; returns (reference, "created" | "configured" | "unchanged") per object."""
     done = []
     for obj in objs:
         try:
@@ -26,6 +29,9 @@ async def apply_objects(client: Client, objs: list[dict[str, Any]]) -> list[tupl
             continue
         except AlreadyExists:
             pass
+        if obj["kind"] in CREATE_ONLY_KINDS:
+            done.append((reference(obj), "unchanged"))
+            continue
         rt = by_kind(obj["kind"])
         ns = obj["metadata"].get("namespace") if rt.namespaced else None
 

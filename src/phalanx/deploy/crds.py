@@ -15,6 +15,7 @@ import copy
 from typing import Any
 
 from phalanx.api.registry import JOB_KINDS, ResourceType, by_kind
+from phalanx.deploy.crd_rules import add_job_rules
 from phalanx.server.openapi import inlined_kind_schema
 from phalanx.server.tables import CRD_COLUMNS
 
@@ -89,6 +90,8 @@ def openapi_v3_schema(kind: str) -> Schema:
     props = out.setdefault("properties", {})
     if "metadata" in props:
         props["metadata"] = {"type": "object"}
+    if kind in JOB_KINDS:
+        add_job_rules(out, kind)  # the webhook rules CEL can express (deploy.crd_rules)
     return out
 
 

@@ -27,6 +27,13 @@ from phalanx.deploy.rbac import (
     leader_election_role,
     leader_election_role_binding,
 )
+from phalanx.deploy.webhooks import (
+    WebhookInstall,
+    operator_with_webhook,
+    webhook_cluster_rules,
+    webhook_namespaced_rbac,
+    webhook_objects,
+)
 from phalanx.objects.names import is_dns_label
 
 DEFAULT_IMAGE = f"ghcr.io/phalanx-dev/phalanx:{__version__}"
@@ -43,9 +50,12 @@ class InstallOptions:
     scheduler_name: str = "volcano"
     volcano_crds: bool | None = None  # None: with the scheduler
     operator_args: tuple[str, ...] = ()
+    webhook: WebhookInstall | None = WebhookInstall()  # None: no admission webhooks
 
     def check(self) -> None:
         """Raise ValueError naming the option and the rule."""
+        if self.webhook is not None:
+            self.webhook.check()
         if not is_dns_label(self.namespace):
             raise ValueError(f"--namespace: must be a DNS label (lowercase letters, digits, '-'), "
                              f"got {self.namespace!r}")
@@ -92,7 +102,8 @@ def _deployment(name: str, namespace: str, image: str, pull: str, args: list[str
 
 def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
     """CRDs, Namespace, ServiceAccounts, ClusterRoles and bindings, the leader-election Role and
-    binding, Deployments."""
+    binding, Deployments, then the admission webhooks' Service, Secret and configurations
+    (``deploy.webhooks``)."""
     o = opts or InstallOptions()
     o.check()
     ns = o.namespace
@@ -111,12 +122,16 @@ def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
         objs.append({"apiVersion": "v1", "kind": "ServiceAccount",
                      "metadata": {"name": name, "namespace": ns, "labels": dict(LABELS)}})
     for name, rules, _ in parts:
-        objs.append(cluster_role(name, rules, LABELS))
+        role_rules = rules + webhook_cluster_rules(o.webhook) if name == "phalanx-operator" else rules
+        objs.append(cluster_role(name, role_rules, LABELS))
         objs.append(cluster_role_binding(name, name, name, ns, LABELS))
     objs.append(leader_election_role(ns, LABELS))
     objs.append(leader_election_role_binding(ns, [name for name, _, _ in parts], LABELS))
+    objs += webhook_namespaced_rbac(o.webhook, "phalanx-operator", ns, LABELS)
     for name, _, args in parts:
-        objs.append(_deployment(name, ns, o.image, o.image_pull_policy, args))
+        dep = _deployment(name, ns, o.image, o.image_pull_policy, args)
+        objs.append(operator_with_webhook(dep, o.webhook) if name == "phalanx-operator" else dep)
+    objs += webhook_objects(o.webhook, ns, LABELS)
     return objs
 
 

@@ -27,6 +27,10 @@ Nodes):
 - both, in the install namespace only (a Role): Leases get/list/watch/create/
   update/patch for ``--leader-elect``, and Events create/patch for its
   "became leader" Events on the Lease.
+- the operator's webhook certificate rotator: Secrets get/list/watch/create/
+  update in its own namespace only (a Role), and the two webhook
+  configuration kinds get/list/watch/update/patch (the caBundle); none of it
+  with cert-manager, which writes both.
 """
 from __future__ import annotations
 
@@ -76,17 +80,39 @@ LEADER_ELECTION_RULES: list[dict[str, Any]] = [
 
 
 def leader_election_role(namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": LEADER_ELECTION_ROLE, "namespace": namespace, "labels": dict(labels)},
-            "rules": [dict(r) for r in LEADER_ELECTION_RULES]}
+    return role(LEADER_ELECTION_ROLE, namespace, LEADER_ELECTION_RULES, labels)
 
 
 def leader_election_role_binding(namespace: str, service_accounts: list[str],
                                  labels: dict[str, str]) -> dict[str, Any]:
+    binding = role_binding(LEADER_ELECTION_ROLE, LEADER_ELECTION_ROLE, service_accounts[0], namespace, labels)
+    binding["subjects"] = [{"kind": "ServiceAccount", "name": sa, "namespace": namespace} for sa in service_accounts]
+    return binding
+
+
+# The webhook's certificate rotator (controller.webhook.rotator).
+WEBHOOK_CONFIG_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["admissionregistration.k8s.io"],
+     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+     "verbs": [*READ, "update", "patch"]},
+]
+WEBHOOK_SECRET_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": [*READ, "create", "update"]},
+]
+
+
+def role(name: str, namespace: str, rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "rules": [dict(r) for r in rules]}
+
+
+def role_binding(name: str, role_name: str, service_account: str, namespace: str,
+                 labels: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": LEADER_ELECTION_ROLE, "namespace": namespace, "labels": dict(labels)},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": LEADER_ELECTION_ROLE},
-            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace} for sa in service_accounts]}
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
+            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]}
 
 
 def cluster_role(name: str, rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:

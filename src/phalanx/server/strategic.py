@@ -20,7 +20,7 @@ MERGE_KEYS: dict[str, str] = {
     "containers": "name", "initContainers": "name", "ephemeralContainers": "name", "env": "name",
     "volumes": "name", "volumeMounts": "mountPath", "volumeDevices": "devicePath", "imagePullSecrets": "name",
     "conditions": "type", "ownerReferences": "uid", "hostAliases": "ip", "addresses": "type",
-    "topologySpreadConstraints": "topologyKey", "resourceClaims": "name", "taints": "key",
+    "topologySpreadConstraints": "topologyKey", "resourceClaims": "name", "taints": "key", "webhooks": "name",
 }
 # lists of scalars merged as sets rather than replaced
 SET_LISTS = {"finalizers"}
