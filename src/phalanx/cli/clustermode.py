@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Coroutine
 
+from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, CollectorRegistry, ProcessCollector
+
 from phalanx.api.registry import JOB_KINDS
 from phalanx.client.interface import Client
 from phalanx.client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
@@ -28,12 +30,15 @@ from phalanx.client.kubeconfig import resolve
 from phalanx.client.scoped import NamespaceScoped
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
+from phalanx.controller.metrics import OperatorMetrics
 from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.node.home import phalanx_home
 from phalanx.node.nsswrapper import nss_wrapper_available
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import ApiError, NotFound
+from phalanx.runtime.probes import Check, OpsEndpoints
 from phalanx.scheduler.config import SchedulerConfig
+from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -190,6 +195,35 @@ async def run_until_signalled(start: Callable[[], Coroutine[Any, Any, Any]], sto
         raise task.exception()  # type: ignore[misc]
 
 
+Address = tuple[str, int]  # (host, port); host "" is every interface
+
+
+def process_registry() -> CollectorRegistry:
+    """A program's registry: its own series plus the process and Python runtime ones
+    (Go programs expose process_* and go_*)."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    for shared in (PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(shared)
+    return registry
+
+
+async def start_ops(registry: CollectorRegistry, readyz: dict[str, Check], metrics_address: Address | None,
+                    health_address: Address | None, say: Callable[[str], None]) -> OpsEndpoints | None:
+    """The metrics and probe servers; None (said why) when an address cannot be bound."""
+    ops = OpsEndpoints(registry, readyz)
+    try:
+        await ops.start(metrics_address, health_address)
+    except OSError as e:
+        say(f"error: cannot listen for metrics/probes: {e}")
+        return None
+    if ops.metrics_url:
+        say(f"serving metrics on {ops.metrics_url}/metrics")
+    if ops.health_url:
+        say(f"serving probes on {ops.health_url}/healthz and /readyz")
+    return ops
+
+
 @dataclass
 class OperatorSettings:
     gang_scheduler: str | None = "volcano"
@@ -202,6 +236,8 @@ class OperatorSettings:
     init_container_max_tries: int = 100
     default_backoff_limit: int = 0
     mpi_kubectl_delivery_image: str = DEFAULT_MPI_KUBECTL_DELIVERY_IMAGE
+    metrics_address: Address | None = None  # --metrics-bind-address; None: off
+    health_address: Address | None = None  # --health-probe-bind-address; None: off
 
 
 async def run_operator(conn: Connection, settings: OperatorSettings, say: Callable[[str], None],
@@ -224,12 +260,21 @@ async def run_operator(conn: Connection, settings: OperatorSettings, say: Callab
                                     init_container_max_tries=settings.init_container_max_tries,
                                     default_backoff_limit=settings.default_backoff_limit,
                                     mpi_kubectl_delivery_image=settings.mpi_kubectl_delivery_image)
-        jobs = JobController(scoped, Clock(), options, kinds=settings.kinds, workers=settings.workers)
+        registry = process_registry()
+        jobs = JobController(scoped, Clock(), options, kinds=settings.kinds, workers=settings.workers,
+                             metrics=OperatorMetrics(registry))
+        ops = await start_ops(registry, {"informer-sync": jobs.synced}, settings.metrics_address,
+                              settings.health_address, say)
+        if ops is None:
+            return 1
         say(f"phalanx operator: {client.server}; kinds {', '.join(settings.kinds)}; "
             f"gang scheduler {settings.gang_scheduler or 'off'}; "
             f"namespace {settings.namespace or 'all'}; "
             f"runtime {'local (Phalanx nodes)' if local else 'Kubernetes'}")
-        await run_until_signalled(jobs.run, jobs.stop, stop_event)
+        try:
+            await run_until_signalled(jobs.run, jobs.stop, stop_event)
+        finally:
+            await ops.stop()
         return 0
     finally:
         await client.close()
@@ -240,6 +285,8 @@ class SchedulerSettings:
     scheduler_name: str = "volcano"
     default_queue: str = "default"
     period: float = 1.0
+    metrics_address: Address | None = None  # --listen-address; None: off
+    health_address: Address | None = None  # --healthz-address; None: off
 
 
 async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Callable[[str], None],
@@ -249,8 +296,14 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
     client = conn.client("phalanx-scheduler")
     try:
         config = SchedulerConfig(scheduler_name=settings.scheduler_name, default_queue=settings.default_queue)
-        sched = Scheduler(client, Clock(), config, name=settings.scheduler_name, period=settings.period)
+        registry = process_registry()
+        sched = Scheduler(client, Clock(), config, name=settings.scheduler_name, period=settings.period,
+                          metrics=SchedulerMetrics(registry))
         groups = PodGroupController(client, config.scheduler_names)
+        ops = await start_ops(registry, {"informer-sync": lambda: sched.synced() and groups.pods.synced},
+                              settings.metrics_address, settings.health_address, say)
+        if ops is None:
+            return 1
         say(f"phalanx scheduler: {client.server}; scheduler name {settings.scheduler_name}; "
             f"default queue {settings.default_queue}")
 
@@ -261,7 +314,10 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
             await sched.stop()
             await groups.stop()
 
-        await run_until_signalled(run_both, stop_both, stop_event)
+        try:
+            await run_until_signalled(run_both, stop_both, stop_event)
+        finally:
+            await ops.stop()
         return 0
     finally:
         await client.close()

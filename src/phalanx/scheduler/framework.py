@@ -46,12 +46,11 @@ class SessionObserver(Protocol):
 class SessionStats:
     """A closed session as Volcano's plugins report it to their metrics."""
 
-    jobs: list[tuple[str, str]] = field(default_factory=list)  # (namespace, name) of every job with tasks
-    unready: dict[str, int] = field(default_factory=dict)  # job name -> tasks short of its gang (0: ready)
-    unschedulable_jobs: int = 0
+    jobs: list[str] = field(default_factory=list)  # names of the jobs with tasks (their gauges live on)
+    unready: dict[str, int] = field(default_factory=dict)  # job left unschedulable -> tasks short of its gang
     unschedulable_tasks: int = 0  # pending tasks of the jobs left unschedulable: failed attempts
-    scheduled_jobs: list[tuple[str, str, str, float]] = field(default_factory=list)  # (ns, name, queue, age s)
-    assumed_ages: list[float] = field(default_factory=list)  # seconds from creation, per task placed
+    # ((job name, queue, namespace), milliseconds from the PodGroup's creation) of the jobs placed
+    scheduled_jobs: list[tuple[tuple[str, str, str], float]] = field(default_factory=list)
     # queue -> (allocated milli cpu, memory, request cpu, memory, deserved cpu, memory, inqueue cpu, memory,
     #           share, weight, overused): the proportion plugin's figures at close
     queues: dict[str, tuple[float, ...]] = field(default_factory=dict)
@@ -110,26 +109,22 @@ def close_session(ssn: Session, observer: SessionObserver | None = None) -> Sess
 
 
 def session_stats(ssn: Session) -> SessionStats:
-    """The closed session's figures: per job whether its gang is short (Volcano's gang close:
-    every job that is not ready) and by how many tasks, the jobs and tasks placed (their age at
-    ``ssn.now``), and the proportion plugin's per-queue figures."""
+    """The closed session's figures: the jobs the gang plugin left unschedulable (or an enqueue
+    refusal left pending) and by how many tasks their gang is short, the jobs placed (their age
+    at ``ssn.now``), and the proportion plugin's per-queue figures. One pass over the jobs, a
+    few attribute reads each: this runs after every session."""
     st = SessionStats()
     now = ssn.now.timestamp()
+    names, unready, scheduled = st.jobs, st.unready, st.scheduled_jobs
     for job in ssn.jobs.values():
         if not job.tasks or job.gang_invalid:
             continue
-        st.jobs.append((job.namespace, job.name))
-        if job.unschedulable_this_session or not job.is_ready():
-            st.unready[job.name] = unready_tasks(job)
-            st.unschedulable_jobs += 1
+        names.append(job.name)
+        if job.unschedulable_this_session or (job.admission is not None and job.is_pending()):
+            unready[job.name] = unready_tasks(job)
             st.unschedulable_tasks += len(job.index.get(PENDING, ()))
-        else:
-            st.unready[job.name] = 0
-        placed = job.index.get(BINDING)
-        if placed:
-            if job.creation > 0:  # no creationTimestamp: no age
-                st.scheduled_jobs.append((job.namespace, job.name, job.queue, max(0.0, now - job.creation)))
-            st.assumed_ages.extend(max(0.0, now - t.creation) for t in placed.values() if t.creation > 0)
+        if job.index.get(BINDING) and job.creation > 0:  # placed now (no creationTimestamp: no age)
+            scheduled.append(((job.name, job.queue, job.namespace), max(0.0, now - job.creation) * 1000.0))
     for plugin in ssn.plugins:
         if isinstance(plugin, ProportionPlugin):
             for name, a in getattr(plugin, "attrs", {}).items():

@@ -20,7 +20,6 @@ from phalanx.scheduler.framework import SessionStats
 
 ON_SESSION_OPEN = "OnSessionOpen"
 ON_SESSION_CLOSE = "OnSessionClose"
-STAGE_ASSUMED = "Assumed"
 STAGE_BOUND = "Bound"
 STAGE_BIND = "Bind"
 
@@ -91,9 +90,8 @@ class SchedulerMetrics:
                             self.task_latency, self.stage_duration)
         self.attempts: dict[str, float] = {}  # result -> count
         self.job_duration: dict[tuple[str, str, str], float] = {}  # (job_name, queue, job_namespace) -> ms
-        self.job_last_time: dict[tuple[str, str, str], float] = {}  # -> unix seconds
+        self._jobs: list[str] = []  # the jobs of the last session (a job's gauges live while it is there)
         self.unschedule_tasks: dict[str, int] = {}  # job name -> tasks short of its gang, last session
-        self.unschedule_jobs = 0
         self.queues: dict[str, tuple[float, ...]] = {}  # queue -> QUEUE_GAUGES values, last session
         # The Queue objects as the scheduler sees them: their status counts PodGroups per phase.
         self.queue_objects: Callable[[], Iterable[Any]] | None = None
@@ -110,27 +108,27 @@ class SchedulerMetrics:
         self.action_latency.observe(seconds * 1000.0, name)
 
     # ---- the shell ------------------------------------------------------------------------
-    def session(self, seconds: float, stats: SessionStats | None, now: float) -> None:
+    def session(self, seconds: float, stats: SessionStats | None) -> None:
         """A session ran (open to close, ``seconds``); its stats replace the last session's gauges."""
         self.e2e.observe(seconds * 1000.0)
         if stats is None:
             return
-        for age in stats.assumed_ages:
-            self.task_latency.observe(age * 1000.0, STAGE_ASSUMED)
-        for ns, name, queue, age in stats.scheduled_jobs:
-            key = (name, queue, ns)
-            self.job_duration[key] = age * 1000.0
-            self.job_last_time[key] = float(int(now))
-            self.e2e_job.observe(age * 1000.0)
-        live = {name for _, name in stats.jobs}
-        for key in [k for k in self.job_duration if k[0] not in live]:
-            del self.job_duration[key]
-            self.job_last_time.pop(key, None)
-        self.unschedule_tasks = dict(stats.unready)
-        self.unschedule_jobs = stats.unschedulable_jobs
+        durations, observe = self.job_duration, self.e2e_job.observe
+        for key, ms in stats.scheduled_jobs:
+            durations[key] = ms
+            observe(ms)
+        self._jobs = stats.jobs  # kept as given: a scrape reads them, a session only swaps them
+        self.unschedule_tasks = stats.unready
         if stats.unschedulable_tasks:
             self.attempts["unschedulable"] = self.attempts.get("unschedulable", 0.0) + stats.unschedulable_tasks
-        self.queues = dict(stats.queues)
+        self.queues = stats.queues
+
+    def _prune(self) -> set[str]:
+        """Forget the per-job durations of jobs no longer in the sessions; the live job names."""
+        live = set(self._jobs)
+        for key in [k for k in self.job_duration if k[0] not in live]:
+            del self.job_duration[key]
+        return live
 
     def bound(self, age: float | None, bind_seconds: float) -> None:
         """A binding was written: ``age`` seconds after the pod's creation, the write took ``bind_seconds``."""
@@ -162,8 +160,6 @@ class SchedulerMetrics:
         duration = GaugeMetricFamily("volcano_e2e_job_scheduling_duration",
                                      "Per-job duration from job creation to last task assumed in scheduler cache, in "
                                      "milliseconds", labels=job_labels)
-        last = GaugeMetricFamily("volcano_e2e_job_scheduling_last_time", "E2E job scheduling last time",
-                                 labels=job_labels)
         tasks = GaugeMetricFamily("volcano_unschedule_task_count", "Number of tasks could not be scheduled",
                                   labels=["job_id"])
         jobs = GaugeMetricFamily("volcano_unschedule_job_count", "Number of jobs could not be scheduled")
@@ -172,21 +168,21 @@ class SchedulerMetrics:
                                      f"The number of {phase} PodGroup in this queue", labels=["queue_name"])
                    for phase in PODGROUP_PHASES]
         if not empty:
+            live = self._prune()
             for result in sorted(self.attempts):
                 attempts.add_metric([result], self.attempts[result])
             for key in sorted(self.job_duration):
                 duration.add_metric(list(key), self.job_duration[key])
-                last.add_metric(list(key), self.job_last_time.get(key, 0.0))
-            for name in sorted(self.unschedule_tasks):
-                tasks.add_metric([name], float(self.unschedule_tasks[name]))
-            jobs.add_metric([], float(self.unschedule_jobs))
+            for name in sorted(live):  # Volcano's gang close: every job, 0 when its gang is complete
+                tasks.add_metric([name], float(self.unschedule_tasks.get(name, 0)))
+            jobs.add_metric([], float(len(self.unschedule_tasks)))
             for queue in sorted(self.queues):
                 for fam, v in zip(queue_fams, self.queues[queue]):
                     fam.add_metric([queue], v)
             for queue, status in sorted(self._queue_statuses()):
                 for fam, phase in zip(pg_fams, PODGROUP_PHASES):
                     fam.add_metric([queue], float(_count(status.get(phase.lower()))))
-        yield from (attempts, duration, last, tasks, jobs, *queue_fams, *pg_fams)
+        yield from (attempts, duration, tasks, jobs, *queue_fams, *pg_fams)
 
     def _queue_statuses(self) -> list[tuple[str, dict]]:
         if self.queue_objects is None:

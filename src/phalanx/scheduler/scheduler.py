@@ -318,7 +318,7 @@ class Scheduler:
         del snap
         t1 = time.perf_counter()
         self.last_session_seconds = t1 - t0
-        self.metrics.session(t1 - t_snap, result.stats, self.clock.now().timestamp())
+        self.metrics.session(t1 - t_snap, result.stats)
         result.stats = None  # its lists are the metrics' now
         self.sessions += 1
         self.last_result = result
