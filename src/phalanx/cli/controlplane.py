@@ -312,7 +312,7 @@ class ServedCluster:
         self._access_log = _access_logger(self.home)
         app = make_app(self.cluster.client, self.token, log_provider=self.cluster.log_provider,
                        clock=self.cluster.clock, access_log=self._access_log,
-                       exec_provider=self.cluster.exec_provider)
+                       exec_provider=self.cluster.exec_provider, metrics_registry=self.cluster.metrics_registry)
         self._runner, url = await serve(app, host="127.0.0.1", port=self.port, ssl_context=ssl_context(tls))
         self.endpoint = Endpoint(url, self.token, os.getpid(), str(tls.ca_cert))
         write_endpoint(self.home, self.endpoint)

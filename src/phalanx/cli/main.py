@@ -144,6 +144,14 @@ def _connection(kubeconfig: Optional[str], context: Optional[str], server: Optio
     return Connection(kubeconfig, context, server, token, certificate_authority, in_cluster, qps, burst)
 
 
+def _ops_addresses(metrics: tuple[str, str], health: tuple[str, str]):
+    """The metrics and probe addresses of a cluster-mode program (None: off); ValueError names the flag.
+    Run by hand they listen on loopback; the generated Deployments pass ``:port``."""
+    from phalanx.runtime.probes import parse_bind_address  # lazy for start-up speed: aiohttp, prometheus_client
+
+    return parse_bind_address(*metrics), parse_bind_address(*health)
+
+
 def _run_cluster_mode(coro) -> None:
     from phalanx.client.kubeconfig import ConfigError  # lazy for start-up speed
 
@@ -189,6 +197,12 @@ def operator(
         help="image of the MPIJob launcher's kubectl-delivery init container (Kubernetes runtime)"),
     default_backoff_limit: int = typer.Option(0, "--default-backoff-limit", min=0,
                                               help="restarts allowed when a job sets no backoffLimit"),
+    metrics_bind_address: str = typer.Option(
+        "127.0.0.1:8080", "--metrics-bind-address",
+        help="serve /metrics here (':8080': every interface, as the original's default; '0': off)"),
+    health_probe_bind_address: str = typer.Option(
+        "127.0.0.1:8081", "--health-probe-bind-address",
+        help="serve /healthz and /readyz here (':8081': every interface; '0': off)"),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the job controller against a Kubernetes API server (a cluster, or `phalanx up --no-controllers`)."""
@@ -208,6 +222,8 @@ def operator(
     try:
         kinds = parse_kinds(enable_scheme)
         parse_image("--mpi-kubectl-delivery-image", mpi_kubectl_delivery_image)
+        ops_addresses = _ops_addresses(("--metrics-bind-address", metrics_bind_address),
+                                       ("--health-probe-bind-address", health_probe_bind_address))
     except ValueError as e:
         _fail(f"error: {e}", EXIT_INVALID)
     configure_logging(verbose)
@@ -217,6 +233,7 @@ def operator(
                                 controller_threads, local_runtime, env_cluster_domain(), init_container_image,
                                 init_container_max_tries, default_backoff_limit,
                                 mpi_kubectl_delivery_image=mpi_kubectl_delivery_image)
+    settings.metrics_address, settings.health_address = ops_addresses
     _run_cluster_mode(run_operator(conn, settings, lambda m: err.print(m, markup=False)))
 
 
@@ -234,6 +251,12 @@ def scheduler_cmd(
     schedule_period: float = typer.Option(1.0, "--schedule-period", min=0.05, help="seconds between sessions"),
     kube_api_qps: float = typer.Option(DEFAULT_SCHEDULER_QPS, "--kube-api-qps"),
     kube_api_burst: int = typer.Option(DEFAULT_SCHEDULER_BURST, "--kube-api-burst"),
+    listen_address: str = typer.Option(
+        "127.0.0.1:8080", "--listen-address",
+        help="serve /metrics here (':8080': every interface, as Volcano's default; '0': off)"),
+    healthz_address: str = typer.Option(
+        "127.0.0.1:11251", "--healthz-address",
+        help="serve /healthz and /readyz here (':11251': every interface; '0': off)"),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the gang scheduler (Volcano-shaped) as a secondary scheduler: PodGroups, Queues, pods/binding."""
@@ -241,10 +264,15 @@ def scheduler_cmd(
 
     if not scheduler_name.strip():
         _fail("error: --scheduler-name: must not be empty", EXIT_INVALID)
+    try:
+        ops_addresses = _ops_addresses(("--listen-address", listen_address), ("--healthz-address", healthz_address))
+    except ValueError as e:
+        _fail(f"error: {e}", EXIT_INVALID)
     configure_logging(verbose)
     conn = _connection(kubeconfig, context, server, token, certificate_authority, in_cluster, kube_api_qps,
                        kube_api_burst)
     settings = SchedulerSettings(scheduler_name.strip(), default_queue, schedule_period)
+    settings.metrics_address, settings.health_address = ops_addresses
     _run_cluster_mode(run_scheduler(conn, settings, lambda m: err.print(m, markup=False)))
 
 

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from phalanx.api.admission import StrictDecodingError, admit
 from phalanx.api.registry import JOB_KINDS
@@ -83,6 +84,7 @@ from phalanx.server import (
 from phalanx.server.auth import bearer_auth
 from phalanx.server.deleteoptions import effective_policy, parse_delete_options
 from phalanx.server.openapi import openapi_v3_reply
+from phalanx.server.requestmetrics import request_metrics
 from phalanx.server.routes import Route
 from phalanx.server.status import error_response, failure, json_response, success
 
@@ -532,7 +534,8 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
              exec_provider: remotecommand.ExecProvider | None = None,
              max_body_bytes: int = MAX_BODY_BYTES, clock: Clock | None = None,
              bookmark_interval: float = BOOKMARK_INTERVAL,
-             access_log: logging.Logger | None = None) -> web.Application:
+             access_log: logging.Logger | None = None,
+             metrics_registry: CollectorRegistry | None = None) -> web.Application:
     """The API application over ``client`` (any ``phalanx.client.interface.Client``).
 
     ``log_provider`` serves ``pods/{name}/log``: an object with
@@ -545,9 +548,11 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
     bookmarks gets one after ``bookmark_interval`` seconds without an event.
     ``access_log`` gets one line per request, written when it ends.
     ``exec_provider`` (``remotecommand.ExecProvider``) runs ``pods/{name}/exec``
-    commands; without one exec answers 400.
+    commands; without one exec answers 400. ``metrics_registry``: served at ``/metrics``, with
+    ``apiserver_request_total`` added to it.
     """
-    app = web.Application(middlewares=[_access_log, _warnings, _errors, bearer_auth(token)],
+    app = web.Application(middlewares=[_access_log, _warnings, _errors, bearer_auth(token),
+                                       *([request_metrics(metrics_registry, ROUTE)] if metrics_registry is not None else [])],
                           client_max_size=max_body_bytes)
     app[ACCESS_LOG] = access_log
     app[CLIENT] = client
