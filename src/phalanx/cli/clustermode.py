@@ -209,14 +209,11 @@ def process_registry() -> CollectorRegistry:
 
 
 async def start_ops(registry: CollectorRegistry, readyz: dict[str, Check], metrics_address: Address | None,
-                    health_address: Address | None, say: Callable[[str], None]) -> OpsEndpoints | None:
-    """The metrics and probe servers; None (said why) when an address cannot be bound."""
+                    health_address: Address | None, say: Callable[[str], None]) -> OpsEndpoints:
+    """The metrics and probe servers; one whose address cannot be bound stays off (said why)."""
     ops = OpsEndpoints(registry, readyz)
-    try:
-        await ops.start(metrics_address, health_address)
-    except OSError as e:
-        say(f"error: cannot listen for metrics/probes: {e}")
-        return None
+    for problem in await ops.start(metrics_address, health_address):
+        say(f"warning: not serving {problem}")
     if ops.metrics_url:
         say(f"serving metrics on {ops.metrics_url}/metrics")
     if ops.health_url:
@@ -265,8 +262,6 @@ async def run_operator(conn: Connection, settings: OperatorSettings, say: Callab
                              metrics=OperatorMetrics(registry))
         ops = await start_ops(registry, {"informer-sync": jobs.synced}, settings.metrics_address,
                               settings.health_address, say)
-        if ops is None:
-            return 1
         say(f"phalanx operator: {client.server}; kinds {', '.join(settings.kinds)}; "
             f"gang scheduler {settings.gang_scheduler or 'off'}; "
             f"namespace {settings.namespace or 'all'}; "
@@ -302,8 +297,6 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
         groups = PodGroupController(client, config.scheduler_names)
         ops = await start_ops(registry, {"informer-sync": lambda: sched.synced() and groups.pods.synced},
                               settings.metrics_address, settings.health_address, say)
-        if ops is None:
-            return 1
         say(f"phalanx scheduler: {client.server}; scheduler name {settings.scheduler_name}; "
             f"default queue {settings.default_queue}")
 

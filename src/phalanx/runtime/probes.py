@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 import prometheus_client
 from aiohttp import web
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +23,13 @@ log = logging.getLogger(__name__)
 prometheus_client.disable_created_metrics()
 
 Check = Callable[[], object]
+# The classic text format, which generate_latest writes (legacy names, underscores escaping).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def exposition(registry: CollectorRegistry) -> web.Response:
     """The text exposition of ``registry`` as a response (version 0.0.4, as Go's promhttp)."""
-    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE})
 
 
 def parse_bind_address(flag: str, value: str | None) -> tuple[str, int] | None:
@@ -135,31 +137,47 @@ class OpsEndpoints:
         self.metrics_url: str | None = None
         self.health_url: str | None = None
 
-    async def start(self, metrics_address: tuple[str, int] | None, health_address: tuple[str, int] | None) -> None:
-        """Listen on both addresses (None: that server stays off); an address in use raises OSError."""
-        try:
-            if metrics_address is not None and self.registry is not None:
+    async def start(self, metrics_address: tuple[str, int] | None,
+                    health_address: tuple[str, int] | None) -> list[str]:
+        """Listen on both addresses (None: that server stays off). An address that cannot be
+        bound (in use: two programs run by hand on one machine) leaves that server off: the
+        returned list says which and why."""
+        problems: list[str] = []
+        if metrics_address is not None and self.registry is not None:
+            try:
                 self.metrics_url = await self._serve(metrics_app(self.registry), metrics_address)
-            if health_address is not None:
+            except OSError as e:
+                problems.append(f"metrics on {_show(metrics_address)}: {e.strerror or e}")
+        if health_address is not None:
+            try:
                 self.health_url = await self._serve(health_app(self.healthz, self.readyz), health_address)
-        except BaseException:
-            await self.stop()
-            raise
+            except OSError as e:
+                problems.append(f"probes on {_show(health_address)}: {e.strerror or e}")
+        return problems
 
     async def _serve(self, app: web.Application, address: tuple[str, int]) -> str:
         host, port = address
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
         await runner.setup()
-        self._runners.append(runner)
         site = web.TCPSite(runner, host or None, port)
-        await site.start()
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runners.append(runner)
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
         bound = sockets[0].getsockname()[1] if sockets else port
-        shown = host or "0.0.0.0"
-        return f"http://{'[' + shown + ']' if ':' in shown else shown}:{bound}"
+        return f"http://{_show((host, bound))}"
 
     async def stop(self) -> None:
         runners, self._runners = self._runners, []
         for runner in runners:
             await runner.cleanup()
+
+
+def _show(address: tuple[str, int]) -> str:
+    host, port = address
+    shown = host or "0.0.0.0"
+    return f"{'[' + shown + ']' if ':' in shown else shown}:{port}"
