@@ -20,7 +20,7 @@ from prometheus_client.exposition import generate_latest
 log = logging.getLogger(__name__)
 
 # Go's client emits no ``<name>_created`` series; neither do we (a process-wide switch).
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 Check = Callable[[], object]
 # The classic text format, which generate_latest writes (legacy names, underscores escaping).
@@ -42,7 +42,7 @@ def parse_bind_address(flag: str, value: str | None) -> tuple[str, int] | None:
     if not sep or not port_s.isdigit() or not 0 <= int(port_s) <= 65535:
         raise ValueError(f'{flag}: must be "host:port", ":port" or "0" (disabled), got {value!r}')
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if any(c.isspace() for c in host) or (":" in host and not value.strip().startswith("[")):
+    if any(c.isspace() for c in host) or (":" in host and not v.startswith("[")):
         raise ValueError(f'{flag}: an IPv6 host must be in brackets ("[::1]:8080"), got {value!r}')
     return host, int(port_s)
 
