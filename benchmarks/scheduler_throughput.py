@@ -10,7 +10,12 @@ is reported apart), and the ratio of per-pod cost at the largest vs the
 smallest size (1.0 = per-pod cost independent of node count).
 
     .venv/bin/python benchmarks/scheduler_throughput.py [--sizes 1000 5000] [--fill 0.25] [--runs 3]
-        [--mixed] [--volcano-weights] [--profile]
+        [--mixed] [--volcano-weights] [--profile] [--metrics off|on|both]
+
+``--metrics on`` runs each session as the scheduler shell does, observed by a
+``SchedulerMetrics`` (driver timings, the session's figures, the recording of
+them, all inside the timed region); ``both`` alternates runs without and with,
+one row each.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from phalanx.scheduler import SchedulerConfig, Snapshot, run_session
 from phalanx.scheduler.config import VOLCANO_DEFAULT_WEIGHTS
+from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.testing import node, pod, podgroup, queue
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -54,7 +60,8 @@ def cluster(n_nodes: int, fill: float, mixed: bool = False) -> tuple[list, list,
     return nodes, queues, pgs, pods
 
 
-def one_run(objs: tuple, config: SchedulerConfig, profile: bool = False) -> tuple[float, float, int, str]:
+def one_run(objs: tuple, config: SchedulerConfig, profile: bool = False,
+            metrics: bool = False) -> tuple[float, float, int, str]:
     nodes, queues, pgs, pods = objs
     gc.collect()
     t0 = time.perf_counter()
@@ -65,8 +72,13 @@ def one_run(objs: tuple, config: SchedulerConfig, profile: bool = False) -> tupl
     try:
         if prof:
             prof.enable()
+        m = SchedulerMetrics() if metrics else None  # made once per scheduler, not per session
         t2 = time.perf_counter()
-        result = run_session(snap, config, NOW)
+        if m is not None:
+            result = run_session(snap, config, NOW, observer=m)
+            m.session(time.perf_counter() - t2, result.stats)
+        else:
+            result = run_session(snap, config, NOW)
         t3 = time.perf_counter()
         if prof:
             prof.disable()
@@ -89,22 +101,31 @@ def main() -> None:
     ap.add_argument("--volcano-weights", action="store_true",
                     help="Volcano's default score weights (binpack 1) instead of Phalanx's (binpack 10)")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of one run at the largest size")
+    ap.add_argument("--metrics", choices=("off", "on", "both"), default="off",
+                    help="observe the sessions as the shell does (both: alternate, one row each)")
     args = ap.parse_args()
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.metrics]
     config = SchedulerConfig(**(VOLCANO_DEFAULT_WEIGHTS if args.volcano_weights else {}))
 
     per_pod: dict[int, float] = {}
-    print(f"{'nodes':>6} {'pods':>7} {'placed':>7} {'build s':>8} {'session s':>10} {'pods/s':>9} {'us/pod':>7}")
+    print(f"{'nodes':>6} {'pods':>7} {'placed':>7} {'build s':>8} {'session s':>10} {'pods/s':>9} {'us/pod':>7}"
+          + ("  metrics" if args.metrics != "off" else ""))
     for n in args.sizes:
         objs = cluster(n, args.fill, args.mixed)
-        builds, sessions, placed = [], [], 0
+        builds: dict[bool, list[float]] = {m: [] for m in modes}
+        sessions: dict[bool, list[float]] = {m: [] for m in modes}
+        placed = 0
         for _ in range(args.runs):
-            b, s, placed, _ = one_run(objs, config)
-            builds.append(b)
-            sessions.append(s)
-        b, s = statistics.median(builds), statistics.median(sessions)
-        per_pod[n] = s / max(placed, 1)
-        print(f"{n:>6} {len(objs[3]):>7} {placed:>7} {b:>8.2f} {s:>10.2f} {placed / s:>9.0f} {per_pod[n] * 1e6:>7.1f}",
-              flush=True)
+            for m in modes:
+                b, s, placed, _ = one_run(objs, config, metrics=m)
+                builds[m].append(b)
+                sessions[m].append(s)
+        for m in modes:
+            b, s = statistics.median(builds[m]), statistics.median(sessions[m])
+            per_pod[n] = s / max(placed, 1)
+            print(f"{n:>6} {len(objs[3]):>7} {placed:>7} {b:>8.2f} {s:>10.2f} {placed / s:>9.0f} "
+                  f"{per_pod[n] * 1e6:>7.1f}" + (f"  {'on' if m else 'off'}" if args.metrics != "off" else ""),
+                  flush=True)
     if len(args.sizes) >= 2:
         lo, hi = min(args.sizes), max(args.sizes)
         print(f"per-pod cost ratio {hi} vs {lo} nodes: {per_pod[hi] / per_pod[lo]:.2f}")

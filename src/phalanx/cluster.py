@@ -12,12 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from phalanx.api.admission import admit, plain_admit
 from phalanx.client.local import LocalClient
 from phalanx.config import ClusterConfig, load_config, make_private_dir
 from phalanx.controller.gc import GarbageCollector
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
+from phalanx.controller.metrics import OperatorMetrics
 from phalanx.controller.namespaces import NamespaceController
 from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.gctune import tune_gc
@@ -30,6 +33,7 @@ from phalanx.node.network import LocalNetwork
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists
 from phalanx.scheduler.config import SchedulerConfig
+from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.store.namespaces import SYSTEM_NAMESPACES, NamespaceLifecycle
 from phalanx.store.store import Store
@@ -95,18 +99,22 @@ class EmbeddedCluster:
             exec_command=exec_command,
             pod_wait_command=(sys.executable, "-m", "phalanx.node.podwait", "--home", str(self.home.absolute())),
         )
+        # The series of this control plane's operator and scheduler (the API server serves them).
+        self.metrics_registry = CollectorRegistry()
         self.gc = GarbageCollector(self.client)
         # The gang scheduler and, as Volcano's controller manager runs beside it, the
         # podgroup controller: both serve every name of ``config.scheduler_names``.
         own_name, *other_names = self.config.scheduler_names
         sched_config = SchedulerConfig(scheduler_name=own_name, extra_scheduler_names=tuple(other_names))
         self.scheduler: Scheduler | None = (
-            Scheduler(self.client, self.clock, sched_config, name=own_name) if scheduler else None)
+            Scheduler(self.client, self.clock, sched_config, name=own_name,
+                      metrics=SchedulerMetrics(self.metrics_registry)) if scheduler else None)
         self.podgroups: PodGroupController | None = (
             PodGroupController(self.client, sched_config.scheduler_names) if scheduler else None)
         self.namespaces = NamespaceController(self.client)
         self.jobs: JobController | None = (
-            JobController(self.client, self.clock, options, workers=self.config.operator.workers)
+            JobController(self.client, self.clock, options, workers=self.config.operator.workers,
+                          metrics=OperatorMetrics(self.metrics_registry))
             if controllers else None)
         agent_cfg = AgentConfig(
             backoff_base=self.config.agent.backoff_base,

@@ -193,6 +193,27 @@ def kinds_and_names(objs):
     return [(o["kind"], o["metadata"]["name"]) for o in objs]
 
 
+def deployment(objs, name):
+    return next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == name)
+
+
+def test_metrics_ports_probes_services_and_the_metrics_reader_role():
+    objs = install_objects()
+    for name, health_port in (("phalanx-operator", 8081), ("phalanx-scheduler", 11251)):
+        c = deployment(objs, name)["spec"]["template"]["spec"]["containers"][0]
+        assert c["ports"][:2] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"},
+                                  {"name": "healthz", "containerPort": health_port, "protocol": "TCP"}]
+        assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+        assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "healthz"}
+        svc = next(o for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == f"{name}-metrics")
+        assert svc["metadata"]["namespace"] == "phalanx-system"
+        assert svc["metadata"]["labels"]["app.kubernetes.io/component"] == "metrics"
+        assert svc["spec"]["selector"] == deployment(objs, name)["spec"]["selector"]["matchLabels"]
+        assert svc["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+    reader = next(o for o in objs if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "phalanx-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
 def test_install_objects_in_apply_order_and_the_two_gang_options():
     objs = install_objects(InstallOptions(webhook=None))  # the webhooks' objects: tests/unit/test_install_webhooks.py
     assert kinds_and_names(objs) == [
@@ -207,20 +228,24 @@ def test_install_objects_in_apply_order_and_the_two_gang_options():
         ("ClusterRole", "phalanx-operator"), ("ClusterRoleBinding", "phalanx-operator"),
         ("ClusterRole", "phalanx-scheduler"), ("ClusterRoleBinding", "phalanx-scheduler"),
         ("Role", "phalanx-leader-election"), ("RoleBinding", "phalanx-leader-election"),
-        ("Deployment", "phalanx-operator"), ("Deployment", "phalanx-scheduler")]
-    op, sch = objs[-2], objs[-1]
+        ("Deployment", "phalanx-operator"), ("Deployment", "phalanx-scheduler"),
+        ("Service", "phalanx-operator-metrics"), ("Service", "phalanx-scheduler-metrics"),
+        ("ClusterRole", "phalanx-metrics-reader")]
+    op, sch = deployment(objs, "phalanx-operator"), deployment(objs, "phalanx-scheduler")
     assert op["spec"]["template"]["spec"]["containers"][0]["command"] == [
         "phalanx", "operator", "--in-cluster", "--local-runtime=false", "--gang-scheduler-name=volcano",
-        "--leader-elect", "--disable-webhook"]
+        "--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--disable-webhook"]
     assert sch["spec"]["template"]["spec"]["containers"][0]["command"] == [
-        "phalanx", "scheduler", "--in-cluster", "--scheduler-name=volcano", "--leader-elect"]
+        "phalanx", "scheduler", "--in-cluster", "--scheduler-name=volcano", "--leader-elect",
+        "--listen-address=:8080", "--healthz-address=:11251"]
     assert op["spec"]["template"]["spec"]["serviceAccountName"] == "phalanx-operator"
     # Two replicas each, one acting (leader election); a rolling update never has none.
     for dep in (op, sch):
         assert dep["spec"]["replicas"] == 2
         assert dep["spec"]["strategy"] == {"type": "RollingUpdate",
                                            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
-    role, binding = objs[-4], objs[-3]
+    role = next(o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == "phalanx-leader-election")
+    binding = next(o for o in objs if o["kind"] == "RoleBinding" and o["metadata"]["name"] == "phalanx-leader-election")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "phalanx-system"
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
@@ -238,13 +263,17 @@ def test_install_objects_in_apply_order_and_the_two_gang_options():
         "pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org", "xgboostjobs.kubeflow.org", "paddlejobs.kubeflow.org",
         "jaxjobs.kubeflow.org", "mpijobs.kubeflow.org"]
     assert ("Deployment", "phalanx-scheduler") not in kinds_and_names(volcano)
-    assert volcano[-2]["subjects"] == [{"kind": "ServiceAccount", "name": "phalanx-operator",
-                                        "namespace": "kubeflow"}]
-    assert volcano[-1]["metadata"]["namespace"] == "kubeflow"
-    assert volcano[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "reg/phalanx:1"
+    assert ("Service", "phalanx-scheduler-metrics") not in kinds_and_names(volcano)
+    vbinding = next(o for o in volcano if o["kind"] == "RoleBinding")
+    assert vbinding["subjects"] == [{"kind": "ServiceAccount", "name": "phalanx-operator", "namespace": "kubeflow"}]
+    vop = deployment(volcano, "phalanx-operator")
+    assert vop["metadata"]["namespace"] == "kubeflow"
+    assert vop["spec"]["template"]["spec"]["containers"][0]["image"] == "reg/phalanx:1"
     named = install_objects(InstallOptions(scheduler_name="phalanx", webhook=None))
-    assert "--gang-scheduler-name=phalanx" in named[-2]["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert "--scheduler-name=phalanx" in named[-1]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--gang-scheduler-name=phalanx" in \
+        deployment(named, "phalanx-operator")["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--scheduler-name=phalanx" in \
+        deployment(named, "phalanx-scheduler")["spec"]["template"]["spec"]["containers"][0]["command"]
     for bad, field in ((InstallOptions(namespace="Bad_NS"), "--namespace"), (InstallOptions(image="a b"), "--image"),
                        (InstallOptions(image_pull_policy="Sometimes"), "--image-pull-policy")):
         with pytest.raises(ValueError) as e:

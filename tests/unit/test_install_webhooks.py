@@ -133,7 +133,8 @@ def test_no_webhooks_option():
     objs = install_objects(InstallOptions(webhook=None))
     assert not [o for o in objs if o["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
                                                  "Secret", "Service", "Role")
-                and o["metadata"]["name"] != "phalanx-leader-election"]
+                and o["metadata"]["name"] != "phalanx-leader-election"
+                and not o["metadata"]["name"].endswith("-metrics")]
     assert by(objs, "Deployment", "phalanx-operator")["spec"]["template"]["spec"]["containers"][0]["command"][-1] \
         == "--disable-webhook"
 

@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Coroutine
 
+from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, CollectorRegistry, ProcessCollector
+
 from phalanx.api.registry import JOB_KINDS
 from phalanx.client.interface import Client
 from phalanx.client.kube import DEFAULT_BURST, DEFAULT_QPS, KubeClient
@@ -28,6 +30,7 @@ from phalanx.client.kubeconfig import resolve
 from phalanx.client.scoped import NamespaceScoped
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
+from phalanx.controller.metrics import OperatorMetrics
 from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.controller.webhook.rotator import CertSettings
 from phalanx.controller.webhook.server import Webhooks, WebhookSettings
@@ -38,7 +41,9 @@ from phalanx.objects.errors import ApiError, NotFound
 from phalanx.objects.names import is_dns1123_label, is_dns1123_subdomain, is_dns_label
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.leaderelection import ElectionConfig, LeaderElectionLost, LeaderElector, default_namespace
+from phalanx.runtime.probes import Check, OpsEndpoints
 from phalanx.scheduler.config import SchedulerConfig
+from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.sim.units import DurationError, parse_duration
 
@@ -196,6 +201,32 @@ async def run_until_signalled(start: Callable[[], Coroutine[Any, Any, Any]], sto
         raise task.exception()  # type: ignore[misc]
 
 
+Address = tuple[str, int]  # (host, port); host "" is every interface
+
+
+def process_registry() -> CollectorRegistry:
+    """A program's registry: its own series plus the process and Python runtime ones
+    (Go programs expose process_* and go_*)."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    for shared in (PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(shared)
+    return registry
+
+
+async def start_ops(registry: CollectorRegistry, readyz: dict[str, Check], metrics_address: Address | None,
+                    health_address: Address | None, say: Callable[[str], None]) -> OpsEndpoints:
+    """The metrics and probe servers; one whose address cannot be bound stays off (said why)."""
+    ops = OpsEndpoints(registry, readyz)
+    for problem in await ops.start(metrics_address, health_address):
+        say(f"warning: not serving {problem}")
+    if ops.metrics_url:
+        say(f"serving metrics on {ops.metrics_url}/metrics")
+    if ops.health_url:
+        say(f"serving probes on {ops.health_url}/healthz and /readyz")
+    return ops
+
+
 @dataclass
 class LeaderElection:
     """``--leader-elect``: the Lease ``namespace/name`` (namespace None: the pod's, else
@@ -228,9 +259,17 @@ def leader_election(enabled: bool, name: str, namespace: str | None, durations: 
     return LeaderElection(name, namespace or None, config)
 
 
+@dataclass
+class Leading:
+    """Whether this process acts now (always, without leader election); read by its readiness check."""
+
+    now: bool
+
+
 async def run_elected(client: Client, election: LeaderElection | None, what: str, component: str,
                       start: Callable[[], Coroutine[Any, Any, Any]], stop: Callable[[], Any],
-                      say: Callable[[str], None], stop_event: asyncio.Event | None) -> int:
+                      say: Callable[[str], None], stop_event: asyncio.Event | None,
+                      leading: Leading | None = None) -> int:
     """``start()`` until signalled; with leader election only while leading: nothing runs
     before, a lost lease stops it and answers 1 (controller-runtime: "leader election lost"),
     a signal stops it and then releases the lease."""
@@ -248,8 +287,13 @@ async def run_elected(client: Client, election: LeaderElection | None, what: str
         if asyncio.iscoroutine(res):
             await res
 
+    def on_leading() -> None:
+        if leading is not None:
+            leading.now = True
+        say(f"phalanx {what}: leading: {lease}")
+
     async def lead() -> None:
-        await elector.run_while_leading(start, stop_work, on_leading=lambda: say(f"phalanx {what}: leading: {lease}"))
+        await elector.run_while_leading(start, stop_work, on_leading=on_leading)
 
     try:
         await run_until_signalled(lead, elector.stop, stop_event)
@@ -273,6 +317,8 @@ class OperatorSettings:
     mpi_kubectl_delivery_image: str = DEFAULT_MPI_KUBECTL_DELIVERY_IMAGE
     leader_election: LeaderElection | None = None
     webhook: WebhookSettings | None = None  # None: no webhook server (--disable-webhook)
+    metrics_address: Address | None = None  # --metrics-bind-address; None: off
+    health_address: Address | None = None  # --health-probe-bind-address; None: off
 
 
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -327,26 +373,35 @@ async def run_operator(conn: Connection, settings: OperatorSettings, say: Callab
                                     init_container_max_tries=settings.init_container_max_tries,
                                     default_backoff_limit=settings.default_backoff_limit,
                                     mpi_kubectl_delivery_image=settings.mpi_kubectl_delivery_image)
-        jobs = JobController(scoped, Clock(), options, kinds=settings.kinds, workers=settings.workers)
+        registry = process_registry()
+        jobs = JobController(scoped, Clock(), options, kinds=settings.kinds, workers=settings.workers,
+                             metrics=OperatorMetrics(registry))
+        # A replica waiting to lead is ready (it serves webhooks and probes): only a leader syncs informers.
+        leading = Leading(settings.leader_election is None)
+        ops = await start_ops(registry, {"informer-sync": lambda: not leading.now or jobs.synced()},
+                              settings.metrics_address, settings.health_address, say)
         say(f"phalanx operator: {client.server}; kinds {', '.join(settings.kinds)}; "
             f"gang scheduler {settings.gang_scheduler or 'off'}; "
             f"namespace {settings.namespace or 'all'}; "
             f"runtime {'local (Phalanx nodes)' if local else 'Kubernetes'}")
-        if settings.webhook is None:
-            return await run_elected(client, settings.leader_election, "operator", "training-operator", jobs.run,
-                                     jobs.stop, say, stop_event)
-        # Every replica serves the webhooks, leader or not (as the original's manager does).
-        webhooks = Webhooks(client, Clock(), settings.webhook, say)
-        served = asyncio.create_task(webhooks.run())
         try:
-            return await run_elected(client, settings.leader_election, "operator", "training-operator", jobs.run,
-                                     jobs.stop, say, stop_event)
-        finally:
-            await webhooks.stop()
+            if settings.webhook is None:
+                return await run_elected(client, settings.leader_election, "operator", "training-operator",
+                                         jobs.run, jobs.stop, say, stop_event, leading)
+            # Every replica serves the webhooks, leader or not (as the original's manager does).
+            webhooks = Webhooks(client, Clock(), settings.webhook, say)
+            served = asyncio.create_task(webhooks.run())
             try:
-                await asyncio.wait_for(served, 10)
-            except asyncio.TimeoutError:
-                served.cancel()
+                return await run_elected(client, settings.leader_election, "operator", "training-operator",
+                                         jobs.run, jobs.stop, say, stop_event, leading)
+            finally:
+                await webhooks.stop()
+                try:
+                    await asyncio.wait_for(served, 10)
+                except asyncio.TimeoutError:
+                    served.cancel()
+        finally:
+            await ops.stop()
     finally:
         await client.close()
 
@@ -357,6 +412,8 @@ class SchedulerSettings:
     default_queue: str = "default"
     period: float = 1.0
     leader_election: LeaderElection | None = None
+    metrics_address: Address | None = None  # --listen-address; None: off
+    health_address: Address | None = None  # --healthz-address; None: off
 
 
 async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Callable[[str], None],
@@ -366,8 +423,14 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
     client = conn.client("phalanx-scheduler")
     try:
         config = SchedulerConfig(scheduler_name=settings.scheduler_name, default_queue=settings.default_queue)
-        sched = Scheduler(client, Clock(), config, name=settings.scheduler_name, period=settings.period)
+        registry = process_registry()
+        sched = Scheduler(client, Clock(), config, name=settings.scheduler_name, period=settings.period,
+                          metrics=SchedulerMetrics(registry))
         groups = PodGroupController(client, config.scheduler_names)
+        leading = Leading(settings.leader_election is None)
+        ops = await start_ops(registry,
+                              {"informer-sync": lambda: not leading.now or (sched.synced() and groups.pods.synced)},
+                              settings.metrics_address, settings.health_address, say)
         say(f"phalanx scheduler: {client.server}; scheduler name {settings.scheduler_name}; "
             f"default queue {settings.default_queue}")
 
@@ -378,8 +441,11 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
             await sched.stop()
             await groups.stop()
 
-        return await run_elected(client, settings.leader_election, "scheduler", settings.scheduler_name, run_both,
-                                 stop_both, say, stop_event)
+        try:
+            return await run_elected(client, settings.leader_election, "scheduler", settings.scheduler_name,
+                                     run_both, stop_both, say, stop_event, leading)
+        finally:
+            await ops.stop()
     finally:
         await client.close()
 

@@ -316,7 +316,8 @@ class ServedCluster:
         self._access_log = _access_logger(self.home)
         app = make_app(self.cluster.client, self.token, log_provider=self.cluster.log_provider,
                        clock=self.cluster.clock, access_log=self._access_log,
-                       exec_provider=self.cluster.exec_provider, signing_key=self.home / SA_KEY_FILE)
+                       exec_provider=self.cluster.exec_provider, signing_key=self.home / SA_KEY_FILE,
+                       metrics_registry=self.cluster.metrics_registry)
         if self.plain_kubernetes:
             from phalanx.server import webhooks  # lazy for start-up speed, as above
 

@@ -162,6 +162,14 @@ def _connection(kubeconfig: Optional[str], context: Optional[str], server: Optio
     return Connection(kubeconfig, context, server, token, certificate_authority, in_cluster, qps, burst)
 
 
+def _ops_addresses(metrics: tuple[str, str], health: tuple[str, str]):
+    """The metrics and probe addresses of a cluster-mode program (None: off); ValueError names the flag.
+    Run by hand they listen on loopback; the generated Deployments pass ``:port``."""
+    from phalanx.runtime.probes import parse_bind_address  # lazy for start-up speed: aiohttp, prometheus_client
+
+    return parse_bind_address(*metrics), parse_bind_address(*health)
+
+
 def _run_cluster_mode(coro) -> None:
     from phalanx.client.kubeconfig import ConfigError  # lazy for start-up speed
 
@@ -238,6 +246,12 @@ def operator(
         help="create and rotate the webhook certificate in the Secret and inject its CA into the webhook "
              "configurations (off: serve what is in --webhook-cert-dir, e.g. cert-manager's)"),
     disable_webhook: bool = typer.Option(False, "--disable-webhook", help="run without the webhook server"),
+    metrics_bind_address: str = typer.Option(
+        "127.0.0.1:8080", "--metrics-bind-address",
+        help="serve /metrics here (':8080': every interface, as the original's default; '0': off)"),
+    health_probe_bind_address: str = typer.Option(
+        "127.0.0.1:8081", "--health-probe-bind-address",
+        help="serve /healthz and /readyz here (':8081': every interface; '0': off)"),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the job controller against a Kubernetes API server (a cluster, or `phalanx up --no-controllers`)."""
@@ -264,6 +278,8 @@ def operator(
             (leader_election_lease_duration, leader_election_renew_deadline, leader_election_retry_period),
             ("--leader-election-id", "--leader-election-namespace", "--leader-election-lease-duration",
              "--leader-election-renew-deadline", "--leader-election-retry-period"))
+        ops_addresses = _ops_addresses(("--metrics-bind-address", metrics_bind_address),
+                                       ("--health-probe-bind-address", health_probe_bind_address))
     except ValueError as e:
         _fail(f"error: {e}", EXIT_INVALID)
     configure_logging(verbose)
@@ -273,6 +289,7 @@ def operator(
                                 controller_threads, local_runtime, env_cluster_domain(), init_container_image,
                                 init_container_max_tries, default_backoff_limit,
                                 mpi_kubectl_delivery_image=mpi_kubectl_delivery_image, leader_election=election)
+    settings.metrics_address, settings.health_address = ops_addresses
     if not disable_webhook:
         try:
             settings.webhook = webhook_settings(webhook_host, webhook_server_port, webhook_cert_dir,
@@ -313,6 +330,12 @@ def scheduler_cmd(
         help=_LEASE_HELP.format(what="how long the leader tries to renew before it gives up and exits")),
     leader_elect_retry_period: str = typer.Option(
         "2s", "--leader-elect-retry-period", help=_LEASE_HELP.format(what="time between tries")),
+    listen_address: str = typer.Option(
+        "127.0.0.1:8080", "--listen-address",
+        help="serve /metrics here (':8080': every interface, as Volcano's default; '0': off)"),
+    healthz_address: str = typer.Option(
+        "127.0.0.1:11251", "--healthz-address",
+        help="serve /healthz and /readyz here (':11251': every interface; '0': off)"),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the gang scheduler (Volcano-shaped) as a secondary scheduler: PodGroups, Queues, pods/binding."""
@@ -331,12 +354,14 @@ def scheduler_cmd(
             (leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period),
             ("--leader-elect-resource-name", "--leader-elect-resource-namespace", "--leader-elect-lease-duration",
              "--leader-elect-renew-deadline", "--leader-elect-retry-period"))
+        ops_addresses = _ops_addresses(("--listen-address", listen_address), ("--healthz-address", healthz_address))
     except ValueError as e:
         _fail(f"error: {e}", EXIT_INVALID)
     configure_logging(verbose)
     conn = _connection(kubeconfig, context, server, token, certificate_authority, in_cluster, kube_api_qps,
                        kube_api_burst)
     settings = SchedulerSettings(scheduler_name.strip(), default_queue, schedule_period, leader_election=election)
+    settings.metrics_address, settings.health_address = ops_addresses
     _run_cluster_mode(run_scheduler(conn, settings, lambda m: err.print(m, markup=False)))
 
 

@@ -9,6 +9,12 @@ Two gang options:
 - ``scheduler=False`` (Volcano installed): Volcano provides the PodGroup and
   Queue CRDs and schedules; only the Kubeflow CRDs and the operator are added
   (``volcano_crds=True`` adds the Volcano CRDs anyway).
+
+Each program serves ``/metrics`` on its container port ``metrics`` (a Service
+per program, port ``metrics``, labelled ``app.kubernetes.io/component:
+metrics`` for a ServiceMonitor) and ``/healthz`` ``/readyz`` on its port
+``healthz`` (the liveness and readiness probes); the ``phalanx-metrics-reader``
+ClusterRole grants ``get`` on ``/metrics`` (kubebuilder's metrics-reader).
 """
 from __future__ import annotations
 
@@ -114,10 +120,11 @@ def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
     objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": dict(LABELS)}})
     parts = [("phalanx-operator", OPERATOR_RULES,
               ["operator", "--in-cluster", "--local-runtime=false", f"--gang-scheduler-name={o.scheduler_name}",
-               "--leader-elect", *o.operator_args])]
+               "--leader-elect", *ops_args("phalanx-operator"), *o.operator_args])]
     if o.scheduler:
         parts.append(("phalanx-scheduler", SCHEDULER_RULES,
-                      ["scheduler", "--in-cluster", f"--scheduler-name={o.scheduler_name}", "--leader-elect"]))
+                      ["scheduler", "--in-cluster", f"--scheduler-name={o.scheduler_name}", "--leader-elect",
+                       *ops_args("phalanx-scheduler")]))
     for name, _, _ in parts:
         objs.append({"apiVersion": "v1", "kind": "ServiceAccount",
                      "metadata": {"name": name, "namespace": ns, "labels": dict(LABELS)}})
@@ -129,9 +136,55 @@ def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
     objs.append(leader_election_role_binding(ns, [name for name, _, _ in parts], LABELS))
     objs += webhook_namespaced_rbac(o.webhook, "phalanx-operator", ns, LABELS)
     for name, _, args in parts:
-        dep = _deployment(name, ns, o.image, o.image_pull_policy, args)
+        dep = with_ops_endpoints(_deployment(name, ns, o.image, o.image_pull_policy, args), name)
         objs.append(operator_with_webhook(dep, o.webhook) if name == "phalanx-operator" else dep)
+    objs += monitoring_objects([name for name, _, _ in parts], ns)
     objs += webhook_objects(o.webhook, ns, LABELS)
+    return objs
+
+
+# ---- metrics and probes -----------------------------------------------------------------
+
+# program -> (metrics flag, metrics port, probe flag, probe port): the originals' flags and default ports
+OPS_PORTS = {
+    "phalanx-operator": ("--metrics-bind-address", 8080, "--health-probe-bind-address", 8081),
+    "phalanx-scheduler": ("--listen-address", 8080, "--healthz-address", 11251),
+}
+METRICS_READER = "phalanx-metrics-reader"
+
+
+def ops_args(name: str) -> list[str]:
+    """In a pod the programs listen on every interface (by hand they default to loopback)."""
+    mflag, mport, hflag, hport = OPS_PORTS[name]
+    return [f"{mflag}=:{mport}", f"{hflag}=:{hport}"]
+
+
+def with_ops_endpoints(deployment: dict[str, Any], name: str) -> dict[str, Any]:
+    """The container ports ``metrics`` and ``healthz``, and the probes on ``healthz`` (kubebuilder's timings)."""
+    _, mport, _, hport = OPS_PORTS[name]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["ports"] = [{"name": "metrics", "containerPort": mport, "protocol": "TCP"},
+                          {"name": "healthz", "containerPort": hport, "protocol": "TCP"}]
+    container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": "healthz"},
+                                  "initialDelaySeconds": 15, "periodSeconds": 20}
+    container["readinessProbe"] = {"httpGet": {"path": "/readyz", "port": "healthz"},
+                                   "initialDelaySeconds": 5, "periodSeconds": 10}
+    return deployment
+
+
+def monitoring_objects(names: list[str], namespace: str) -> list[dict[str, Any]]:
+    """A metrics Service per program and the ClusterRole a Prometheus needs to scrape them."""
+    objs: list[dict[str, Any]] = []
+    for name in names:
+        labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "metrics", **LABELS}
+        objs.append({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"{name}-metrics", "namespace": namespace, "labels": labels},
+            "spec": {"selector": {"app.kubernetes.io/name": name},
+                     "ports": [{"name": "metrics", "port": OPS_PORTS[name][1], "targetPort": "metrics",
+                                "protocol": "TCP"}]},
+        })
+    objs.append(cluster_role(METRICS_READER, [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}], LABELS))
     return objs
 
 

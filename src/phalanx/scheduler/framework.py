@@ -8,19 +8,52 @@ PodGroup status, its pending pods' PodScheduled=False condition and every
 queue's status. Only what changed is returned; the shell writes it. This is
 where the plugin registry (``plugins.PLUGINS``) is read: the session itself
 knows plugins only as ``Plugin`` objects.
+
+With an ``observer`` (``scheduler.metrics.SchedulerMetrics``) the driver also times the
+session's open, each plugin's open and close and each action, and summarises the closed
+session in ``SessionResult.stats`` (what Volcano's gang and proportion plugins report to their
+metrics); without one it does neither.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from phalanx.scheduler.actions import ACTIONS
 from phalanx.scheduler.config import SchedulerConfig
+from phalanx.scheduler.info import BINDING, PENDING
 from phalanx.scheduler.job_updater import JobUpdater, write_admission_conditions
 from phalanx.scheduler.plugins import PLUGINS
+from phalanx.scheduler.plugins.gang import unready_tasks
+from phalanx.scheduler.plugins.proportion import ProportionPlugin
 from phalanx.scheduler.session import Event, Session
 from phalanx.scheduler.snapshot import Snapshot
+
+
+class SessionObserver(Protocol):
+    """What the driver reports while a session runs (seconds of ``time.perf_counter``)."""
+
+    def opened(self, seconds: float) -> None: ...
+
+    def plugin(self, name: str, phase: str, seconds: float) -> None: ...
+
+    def action(self, name: str, seconds: float) -> None: ...
+
+
+@dataclass
+class SessionStats:
+    """A closed session as Volcano's plugins report it to their metrics."""
+
+    jobs: list[str] = field(default_factory=list)  # names of the jobs with tasks (their gauges live on)
+    unready: dict[str, int] = field(default_factory=dict)  # job left unschedulable -> tasks short of its gang
+    unschedulable_tasks: int = 0  # pending tasks of the jobs left unschedulable: failed attempts
+    # ((job name, queue, namespace), milliseconds from the PodGroup's creation) of the jobs placed
+    scheduled_jobs: list[tuple[tuple[str, str, str], float]] = field(default_factory=list)
+    # queue -> (allocated milli cpu, memory, request cpu, memory, deserved cpu, memory, inqueue cpu, memory,
+    #           share, weight, overused): the proportion plugin's figures at close
+    queues: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -32,6 +65,7 @@ class SessionResult:
     events: list[Event] = field(default_factory=list)
     session_uid: str = ""
     skipped: list[str] = field(default_factory=list)  # objects the snapshot could not read
+    stats: SessionStats | None = None  # with an observer
 
     @property
     def empty(self) -> bool:
@@ -50,18 +84,21 @@ def check_config(config: SchedulerConfig) -> None:
 
 
 def open_session(snapshot: Snapshot, config: SchedulerConfig, now: datetime,
-                 session_uid: str | None = None) -> Session:
+                 session_uid: str | None = None, observer: SessionObserver | None = None) -> Session:
     """A Session over the snapshot (which it consumes), the configured plugins registered."""
     ssn = Session(snapshot, config, now, session_uid)
-    ssn.open([[PLUGINS[name](config) for name in tier] for tier in config.tiers])
+    ssn.open([[PLUGINS[name](config) for name in tier] for tier in config.tiers],
+             observer.plugin if observer is not None else None)
     return ssn
 
 
-def close_session(ssn: Session) -> SessionResult:
+def close_session(ssn: Session, observer: SessionObserver | None = None) -> SessionResult:
     """Admission conditions, then the plugins' close, then the job updater."""
     result = SessionResult(bindings=list(ssn.bindings), session_uid=ssn.uid, skipped=list(ssn.snapshot.skipped))
     write_admission_conditions(ssn)
-    ssn.close()
+    ssn.close(observer.plugin if observer is not None else None)
+    if observer is not None:
+        result.stats = session_stats(ssn)
     updater = JobUpdater(ssn)
     updater.update_all()
     result.podgroup_status = updater.podgroup_status
@@ -71,17 +108,55 @@ def close_session(ssn: Session) -> SessionResult:
     return result
 
 
+def session_stats(ssn: Session) -> SessionStats:
+    """The closed session's figures: the jobs the gang plugin left unschedulable (or an enqueue
+    refusal left pending) and by how many tasks their gang is short, the jobs placed (their age
+    at ``ssn.now``), and the proportion plugin's per-queue figures. One pass over the jobs, a
+    few attribute reads each: this runs after every session."""
+    st = SessionStats()
+    now = ssn.now.timestamp()
+    names, unready, scheduled = st.jobs, st.unready, st.scheduled_jobs
+    for job in ssn.jobs.values():
+        if not job.tasks or job.gang_invalid:
+            continue
+        names.append(job.name)
+        if job.unschedulable_this_session or (job.admission is not None and job.is_pending()):
+            unready[job.name] = unready_tasks(job)
+            st.unschedulable_tasks += len(job.index.get(PENDING, ()))
+        if job.index.get(BINDING) and job.creation > 0:  # placed now (no creationTimestamp: no age)
+            scheduled.append(((job.name, job.queue, job.namespace), max(0.0, now - job.creation) * 1000.0))
+    for plugin in ssn.plugins:
+        if isinstance(plugin, ProportionPlugin):
+            for name, a in getattr(plugin, "attrs", {}).items():
+                st.queues[name] = (a.allocated[0], a.allocated[1], a.request[0], a.request[1], a.deserved[0],
+                                   a.deserved[1], a.inqueue[0], a.inqueue[1], a.share, float(a.queue.weight),
+                                   1.0 if plugin.is_overused(a.queue) else 0.0)
+    return st
+
+
 def run_session(snapshot: Snapshot, config: SchedulerConfig | None = None, now: datetime | None = None,
-                session_uid: str | None = None) -> SessionResult:
-    """Run enqueue/allocate/backfill over the snapshot (which it consumes)."""
+                session_uid: str | None = None, observer: SessionObserver | None = None,
+                snapshot_seconds: float = 0.0) -> SessionResult:
+    """Run enqueue/allocate/backfill over the snapshot (which it consumes). ``snapshot_seconds``:
+    what building the snapshot took, part of the open the observer is told of (as Volcano's)."""
     if now is None:
         raise ValueError("now is required (pure core: the caller owns the clock)")
     config = config or SchedulerConfig()
     check_config(config)
-    ssn = open_session(snapshot, config, now, session_uid)
+    if observer is None:
+        ssn = open_session(snapshot, config, now, session_uid)
+        for action in config.actions:
+            ACTIONS[action](ssn)
+        return close_session(ssn)
+    t = time.perf_counter()
+    ssn = open_session(snapshot, config, now, session_uid, observer)
+    observer.opened(snapshot_seconds + time.perf_counter() - t)
     for action in config.actions:
+        t = time.perf_counter()
         ACTIONS[action](ssn)
-    return close_session(ssn)
+        observer.action(action, time.perf_counter() - t)
+    return close_session(ssn, observer)
 
 
-__all__ = ["SessionResult", "check_config", "close_session", "open_session", "run_session"]
+__all__ = ["SessionObserver", "SessionResult", "SessionStats", "check_config", "close_session", "open_session",
+           "run_session", "session_stats"]

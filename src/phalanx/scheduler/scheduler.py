@@ -17,6 +17,7 @@ write the session's decisions back.
   emitted again; events are written in the background (``EventSink``), so a
   slow API server delays them, never a binding.
 - A bad object or a failed write is logged and skipped, never fatal.
+- Volcano's metrics (``scheduler.metrics``): sessions, their timings and figures, bindings.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from typing import Any, Callable
 
 from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE, VOLCANO_VERSION
 from phalanx.client.interface import Client
-from phalanx.objects.clock import Clock
+from phalanx.objects.clock import Clock, parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
 from phalanx.objects.meta import Obj, meta, name_of, namespace_of, resource_version, serves
 from phalanx.runtime.events import EventRecorder, EventSink
@@ -37,6 +38,7 @@ from phalanx.runtime.informer import Informer
 from phalanx.scheduler.cache import SnapshotCache
 from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.framework import SessionResult, check_config, run_session
+from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -109,8 +111,10 @@ class Scheduler:
     def __init__(self, client: Client, clock: Clock | None = None, config: SchedulerConfig | None = None,
                  name: str = "volcano", *, debounce: float = 0.005, period: float = 1.0,
                  priority_classes: dict[str, int] | None = None,
-                 informer_factory: Callable[[Client, str], Any] | None = None) -> None:
+                 informer_factory: Callable[[Client, str], Any] | None = None,
+                 metrics: SchedulerMetrics | None = None) -> None:
         self.client = client
+        self.metrics = metrics if metrics is not None else SchedulerMetrics()
         self.clock = clock or Clock()
         self.config = config or SchedulerConfig(scheduler_name=name)
         check_config(self.config)
@@ -176,6 +180,8 @@ class Scheduler:
             inf = factory(self.client, kind)
             inf.add_handler(self._handler(kind))
             self._informers[kind] = inf
+        queues = self._informers["Queue"]
+        self.metrics.queue_objects = lambda: [self._fresh("Queue", q) for q in queues.list()]
         for inf in self._informers.values():
             await inf.start()
         for inf in self._informers.values():
@@ -185,6 +191,11 @@ class Scheduler:
         for kind, inf in self._informers.items():
             for obj in inf.list():
                 self._refeed(kind, namespace_of(obj) if kind in ("Pod", "PodGroup") else None, name_of(obj))
+
+    def synced(self) -> bool:
+        """Every informer has listed (readiness: sessions see the whole cluster)."""
+        infs = list(self._informers.values())
+        return len(infs) == 4 and all(getattr(inf, "synced", True) is True for inf in infs)
 
     async def _stop_informers(self) -> None:
         for inf in self._informers.values():
@@ -298,14 +309,18 @@ class Scheduler:
 
     async def run_once(self) -> SessionResult:
         """Build a snapshot, run one session, apply its result."""
+        t_snap = time.perf_counter()
         snap = self.build_snapshot()
         t0 = time.perf_counter()
-        result = run_session(snap, self.config, self.clock.now())
+        result = run_session(snap, self.config, self.clock.now(), observer=self.metrics, snapshot_seconds=t0 - t_snap)
         # The snapshot (every waiting job's tasks and the pods they were parsed
         # from) is not needed to apply the result: not kept alive for the whole
         # of a long apply (100,000 binds of a burst).
         del snap
-        self.last_session_seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.last_session_seconds = t1 - t0
+        self.metrics.session(t1 - t_snap, result.stats)
+        result.stats = None  # its lists are the metrics' now
         self.sessions += 1
         self.last_result = result
         await self.apply(result)
@@ -332,19 +347,31 @@ class Scheduler:
 
     async def _bind(self, ns: str, name: str, node: str) -> None:
         pod = self._informers["Pod"].get(ns, name) if "Pod" in self._informers else None
+        start = time.perf_counter()
         try:
             await self.client.bind(ns, name, node)
         except (Conflict, NotFound) as e:
+            self.metrics.bind_failed()
             log.info("scheduler: binding %s/%s to %s refused: %s", ns, name, node, e)
             return
         except Exception as e:
+            self.metrics.bind_failed()
             log.warning("scheduler: binding %s/%s to %s failed: %s", ns, name, node, e)
             return
+        self.metrics.bound(self._age(pod), time.perf_counter() - start)
         uid = meta(pod).get("uid") if pod else None
         self._assumed[(ns, name)] = (uid or "", node)
         self._refeed("Pod", ns, name)
         ref = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid or ""}
         self._event(ref, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
+
+    def _age(self, pod: Obj | None) -> float | None:
+        """Seconds since the pod's creationTimestamp, by the scheduler's clock."""
+        try:
+            created = parse_time(meta(pod).get("creationTimestamp")) if pod else None
+        except (TypeError, ValueError, AttributeError):
+            created = None
+        return None if created is None else max(0.0, (self.clock.now() - created).total_seconds())
 
     async def _write_podgroup(self, ns: str, name: str, status: dict) -> None:
         # Volcano's PodGroup CRD has no status subresource: the whole object is written.

@@ -17,6 +17,7 @@ session, and the session combines the callbacks with Volcano's rules
 """
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,6 +36,7 @@ REJECT = -1
 
 ObjectRef = dict[str, str]
 Event = tuple[ObjectRef, str, str, str]  # (involved object, type, reason, message)
+PluginTimer = Callable[[str, str, float], None]  # (plugin, "OnSessionOpen"|"OnSessionClose", seconds)
 
 
 @dataclass(frozen=True)
@@ -116,20 +118,31 @@ class Session:
                                referenced_label_keys(self.jobs.values()), self.predicate, self.node_score)
 
     # ---------------------------------------------------------------- plugins
-    def open(self, tiers: list[list[Plugin]]) -> None:
-        """Volcano OpenSession: each plugin registers its callbacks, in tier order."""
+    def open(self, tiers: list[list[Plugin]], timer: PluginTimer | None = None) -> None:
+        """Volcano OpenSession: each plugin registers its callbacks, in tier order
+        (``timer`` is told how long each one took)."""
         for t, tier in enumerate(tiers):
             self._tier = t
             self._job_pipelined.append([])
             self._job_enqueueable.append([])
             for plugin in tier:
                 self.plugins.append(plugin)
-                plugin.on_session_open(self)
+                if timer is None:
+                    plugin.on_session_open(self)
+                else:
+                    start = time.perf_counter()
+                    plugin.on_session_open(self)
+                    timer(plugin.name, "OnSessionOpen", time.perf_counter() - start)
 
-    def close(self) -> None:
+    def close(self, timer: PluginTimer | None = None) -> None:
         """Volcano CloseSession: each plugin writes its results, in the order they opened."""
         for plugin in self.plugins:
-            plugin.on_session_close(self)
+            if timer is None:
+                plugin.on_session_close(self)
+            else:
+                start = time.perf_counter()
+                plugin.on_session_close(self)
+                timer(plugin.name, "OnSessionClose", time.perf_counter() - start)
 
     # registration (called from Plugin.on_session_open)
     def add_job_order_key(self, fn: Callable[[JobInfo], Any]) -> None:

@@ -49,13 +49,12 @@ import ipaddress
 import logging
 import os
 import ssl
-import time
 import urllib.parse
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from phalanx.api.admission import StrictDecodingError, admit
 from phalanx.api.registry import JOB_KINDS
@@ -81,9 +80,11 @@ from phalanx.server import (
     streams,
     tables,
 )
+from phalanx.server.accesslog import ACCESS_LOG, access_log_middleware
 from phalanx.server.auth import ACCESS, AccessControl, access_middleware
 from phalanx.server.deleteoptions import effective_policy, parse_delete_options
 from phalanx.server.openapi import openapi_v3_reply
+from phalanx.server.requestmetrics import request_metrics
 from phalanx.server.routes import Route
 from phalanx.server.status import error_response, failure, json_response, success
 
@@ -462,36 +463,6 @@ def _openapi_v2(request: web.Request) -> web.StreamResponse:
     return web.Response(body=openapi_v2.openapi_v2_json(), headers={**headers, "Content-Type": "application/json"})
 
 
-ACCESS_LOG: web.AppKey[logging.Logger | None] = web.AppKey("access_log")
-
-
-@web.middleware
-async def _access_log(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                      ) -> web.StreamResponse:
-    """One line per request once it ends (streams too, even when the client
-    goes away): time, peer, method, path and query, status, seconds, user agent."""
-    logger = request.app[ACCESS_LOG]
-    if logger is None:
-        return await handler(request)
-    start = time.monotonic()
-    status = 500
-    try:
-        resp = await handler(request)
-        status = resp.status
-        return resp
-    except asyncio.CancelledError:
-        status = request.get(streams.STREAM_STATUS, 499)  # the client went away: what it was sent, or 499
-        raise
-    except web.HTTPException as e:
-        status = e.status_code
-        raise
-    finally:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        ua = request.headers.get("User-Agent", "-").replace('"', "'")
-        logger.info('%s %s "%s %s" %d %.6f "%s"', stamp, request.remote or "-", request.method, request.path_qs,
-                    status, time.monotonic() - start, ua)
-
-
 @web.middleware
 async def _warnings(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                     ) -> web.StreamResponse:
@@ -540,7 +511,8 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
              max_body_bytes: int = MAX_BODY_BYTES, clock: Clock | None = None,
              bookmark_interval: float = BOOKMARK_INTERVAL,
              access_log: logging.Logger | None = None,
-             signing_key: Path | None = None) -> web.Application:
+             signing_key: Path | None = None,
+             metrics_registry: CollectorRegistry | None = None) -> web.Application:
     """The API application over ``client`` (any ``phalanx.client.interface.Client``).
 
     ``log_provider`` serves ``pods/{name}/log``: an object with
@@ -556,9 +528,11 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
     commands; without one exec answers 400.
     ``token`` is the admin's; ServiceAccount tokens are signed with the RSA key at ``signing_key``
     (made once; without a path, one in memory) and their users authorized by RBAC (``auth``).
+    ``metrics_registry``: served at ``/metrics``, with ``apiserver_request_total`` added to it.
     """
     access = AccessControl(token, client, clock or Clock(), signing_key)
-    app = web.Application(middlewares=[_access_log, _warnings, _errors, access_middleware(access)],
+    metrics = [request_metrics(metrics_registry, ROUTE)] if metrics_registry is not None else []
+    app = web.Application(middlewares=[access_log_middleware, _warnings, _errors, access_middleware(access), *metrics],
                           client_max_size=max_body_bytes)
     app[ACCESS] = access
     app[ACCESS_LOG] = access_log

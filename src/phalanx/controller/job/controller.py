@@ -28,14 +28,16 @@ import logging
 from typing import Any, Coroutine, Iterable, NamedTuple
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
+from phalanx.api.pod import stopped_by_shutdown
 from phalanx.api.registry import JOB_KINDS
 from phalanx.client.interface import Client
-from phalanx.controller.conditions import Event
-from phalanx.controller.fields import as_dict, as_int, namespace
+from phalanx.controller.conditions import Event, is_finished
+from phalanx.controller.fields import as_dict, as_int, namespace, pod_phase
 from phalanx.controller.frameworks import Framework, get_framework
 from phalanx.controller.job import podgroup as pg
 from phalanx.controller.job.core import reconcile
 from phalanx.controller.job.plan import Plan, ReconcileOptions
+from phalanx.controller.metrics import OperatorMetrics
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
 from phalanx.objects.meta import Obj, controller_ref, controller_uid, is_deleting, metadata_of, name_of, uid_of
@@ -65,8 +67,10 @@ class JobController:
         kinds: Iterable[str] | None = None,
         recorder: EventRecorder | None = None,
         workers: int = 1,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.client = client
+        self.metrics = metrics if metrics is not None else OperatorMetrics()  # what was written, counted
         # Writes of one round are started eagerly, in order, only on the in-process client: driving a
         # coroutine from another task breaks clients whose calls are bound to their task (HTTP, anyio).
         self._eager_writes = getattr(client, "shares_watch_objects", False) is True
@@ -109,6 +113,11 @@ class JobController:
             for job in inf.list():
                 self.controller.queue.add(job_key(kind, namespace(job), name_of(job)))
         await self.controller.run()
+
+    def synced(self) -> bool:
+        """Every informer has listed (readiness: reconciles see the whole state)."""
+        infs = self._informers()
+        return bool(infs) and all(getattr(inf, "synced", True) is True for inf in infs)
 
     async def drain(self, timeout: float) -> bool:
         """Let the jobs queued now be reconciled (their status writes and Events
@@ -223,6 +232,7 @@ class JobController:
         created = False
 
         if plan.status is not None:
+            before = job.get("status")
             obj = {**job, "metadata": dict(metadata_of(job)), "status": plan.status}  # the client copies it in
             self._last_write[key] = (metadata_of(job).get("resourceVersion"), plan.status)
             try:
@@ -237,6 +247,7 @@ class JobController:
             if rv is not None:
                 self._written_rv[key] = rv
             job = updated if isinstance(updated, dict) else obj
+            self.metrics.status_written(kind, ns, before, plan.status)
 
         writes: list[Coroutine[Any, Any, _Outcome]] = []
         if plan.podgroup_delete:
@@ -246,7 +257,9 @@ class JobController:
         if plan.podgroup_update is not None:
             writes.append(self._update_podgroup(plan.podgroup_update))
         writes.extend(self._apply_object(obj) for obj in plan.apply_objects)
-        writes.extend(self._delete("Pod", n, ns, "Pod", "pod") for n in plan.delete_pods)
+        finished = is_finished(as_dict(plan.status if plan.status is not None else job.get("status")))
+        writes.extend(self._delete("Pod", n, ns, "Pod", "pod", restart=not finished and self._failed_pod(ns, n))
+                      for n in plan.delete_pods)
         writes.extend(self._delete("Service", n, ns, "Service", "service") for n in plan.delete_services)
         writes.extend(self._mark(n, ns, ANNOTATION_NO_RESTART) for n in plan.stop_restarting)
         writes.extend(self._mark(n, ns, ANNOTATION_NO_RESTART_ON_FAILURE) for n in plan.stop_failure_restarts)
@@ -262,6 +275,7 @@ class JobController:
         if plan.delete_job:
             try:
                 await c.delete(kind, jname, ns)
+                self.metrics.job_deleted(kind, ns)
                 await rec.record(job, "Normal", "SuccessfulDeleteJob", f"Deleted job: {jname}")
             except NotFound:
                 pass
@@ -276,9 +290,18 @@ class JobController:
 
     # ---- one write each: what it adds to the round (events, retry, created) ------------
 
-    async def _delete(self, kind_: str, n: str, ns: str, noun: str, what: str) -> _Outcome:
+    def _failed_pod(self, ns: str, n: str) -> bool:
+        """The cached pod is Failed by itself (not stopped by a shutdown): deleting it is a restart."""
+        pod = self.pods.get(ns, n)
+        return isinstance(pod, dict) and pod_phase(pod) == "Failed" and not stopped_by_shutdown(pod)
+
+    async def _delete(self, kind_: str, n: str, ns: str, noun: str, what: str, restart: bool = False) -> _Outcome:
         try:
             await self.client.delete(kind_, n, ns)
+            if kind_ == "Pod":
+                self.metrics.deleted_pods.inc()
+                if restart:
+                    self.metrics.failed_pods.inc()
             return _Outcome((("Normal", f"SuccessfulDelete{noun}", f"Deleted {what}: {n}"),))
         except NotFound:
             return _DONE
@@ -290,6 +313,7 @@ class JobController:
         self._deleting_podgroups.add(mark)  # before the call: its watch event may come first
         try:
             await self.client.delete("PodGroup", n, ns)
+            self.metrics.deleted_pod_groups.inc()
             return _Outcome((("Normal", "SuccessfulDeletePodGroup", f"Deleted PodGroup: {n}"),))
         except NotFound:
             self._deleting_podgroups.discard(mark)  # not our deletion
@@ -301,6 +325,8 @@ class JobController:
     async def _create(self, obj: Obj, kind_: str, what: str) -> _Outcome:
         try:
             await self.client.create(obj)
+            if kind_ == "Pod":
+                self.metrics.created_pods.inc()
             return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name_of(obj)}"),), created=True)
         except AlreadyExists:
             return _DONE
@@ -310,6 +336,7 @@ class JobController:
     async def _create_podgroup(self, obj: Obj) -> _Outcome:
         try:
             await self.client.create(obj)
+            self.metrics.created_pod_groups.inc()
             return _Outcome(created=True)
         except AlreadyExists:
             return _DONE

@@ -75,11 +75,7 @@ class GangPlugin(Plugin):
                 job.job_fit_errors = vr.message
                 ssn.update_podgroup_condition(job, UNSCHEDULABLE, "True", vr.reason, vr.message)
                 continue
-            schedulable = job.ready_task_num()
-            for t in job.index.get(PENDING, {}).values():
-                if t.last_tx is not None and t.last_tx[0] in ALLOCATED_STATUS:
-                    schedulable += 1
-            msg = (f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang unschedulable: "
+            msg = (f"{unready_tasks(job)}/{len(job.tasks)} tasks in gang unschedulable: "
                    f"{job_fit_error(job)}")
             job.job_fit_errors = msg
             ssn.update_podgroup_condition(job, UNSCHEDULABLE, "True", NOT_ENOUGH_RESOURCES, msg)
@@ -87,3 +83,12 @@ class GangPlugin(Plugin):
                 if t.uid not in job.nodes_fit_errors:
                     job.nodes_fit_errors[t.uid] = FitErrors(err=msg)
 
+
+def unready_tasks(job: JobInfo) -> int:
+    """Volcano's gang close: tasks short of ``minAvailable``, counting the ready ones and the
+    pending ones whose last placement was an allocation."""
+    schedulable = job.ready_task_num()
+    for t in job.index.get(PENDING, {}).values():
+        if t.last_tx is not None and t.last_tx[0] in ALLOCATED_STATUS:
+            schedulable += 1
+    return job.min_available - schedulable

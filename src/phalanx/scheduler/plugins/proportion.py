@@ -150,6 +150,10 @@ class ProportionPlugin(Plugin):
         return None if a is None else a.deserved
 
     # ---- hooks ----
+    def is_overused(self, queue: QueueInfo) -> bool:
+        """Whether the queue has all its deserved share allocated (Volcano's queue_overused)."""
+        return self._overused(queue)
+
     def _overused(self, queue: QueueInfo) -> bool:
         attr = self.attrs.get(queue.name)
         # Phalanx: a queue whose jobs request nothing (containers without requests,
