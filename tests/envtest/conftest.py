@@ -12,8 +12,6 @@ from phalanx.client.kube import KubeClient
 from phalanx.client.kubeconfig import from_kubeconfig
 from tests.envtest.controlplane import ControlPlane, EnvtestError, find_assets
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="session")
 def envtest(tmp_path_factory):
