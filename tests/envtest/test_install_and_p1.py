@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
+from phalanx.objects.errors import ApiError, Forbidden, Invalid
 from tests.e2e.test_split_deployment import recording
-from tests.envtest.controlplane import ControlPlane
+from tests.envtest.controlplane import ControlPlane, free_port
 from tests.envtest.kubelet_stub import KubeletStub, add_nodes, fake_node
 from tests.scenarios.conftest import load_example, wait_until
 from tests.scenarios.test_failures import get, wait_job
@@ -87,10 +89,20 @@ def phalanx(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return r
 
 
+# The operator runs on this machine, outside the cluster: the webhooks are registered by URL
+# (`phalanx install --webhook-url`), its certificate made by the operator's rotator.
+WEBHOOK_PORT = free_port()
+INSTALL = ("install", f"--webhook-url=https://127.0.0.1:{WEBHOOK_PORT}")
+P4_BY_RULE = ('PyTorchJob.kubeflow.org "p4" is invalid: spec.pytorchReplicaSpecs: Invalid value: '
+              'spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1')
+P4_DENIED = ('admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied the request: '
+             'spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1')
+
+
 @pytest.fixture(scope="session")
 def installed(envtest: ControlPlane) -> subprocess.CompletedProcess:
     """`phalanx install | kubectl apply -f -` on the envtest cluster (once per session)."""
-    return envtest.kubectl("apply", "-f", "-", input=phalanx("install").stdout, check=False)
+    return envtest.kubectl("apply", "-f", "-", input=phalanx(*INSTALL).stdout, check=False)
 
 
 def sa_token(envtest: ControlPlane, name: str) -> str:
@@ -107,7 +119,7 @@ def test_install_applies_crds_established_service_accounts_get_tokens(envtest, i
     assert "serviceaccount/phalanx-operator created" in lines and "serviceaccount/phalanx-scheduler created" in lines
     envtest.kubectl("wait", "--for=condition=Established", "--timeout=30s", *(f"crd/{c}" for c in CRDS))
     # Applying the same output again changes nothing.
-    again = envtest.kubectl("apply", "-f", "-", input=phalanx("install").stdout)
+    again = envtest.kubectl("apply", "-f", "-", input=phalanx(*INSTALL).stdout)
     assert all(line.endswith(" unchanged") for line in again.stdout.splitlines()), again.stdout
 
     for sa in ("phalanx-operator", "phalanx-scheduler"):
@@ -172,8 +184,16 @@ def controllers(envtest, installed):
     assert installed.returncode == 0, installed.stderr
     c = Controllers(envtest)
     try:
-        c.start("scheduler", "--schedule-period", "0.2")
-        c.start("operator", "--local-runtime=false")
+        c.start("scheduler", "--schedule-period", "0.2", "--listen-address=0", "--healthz-address=0")
+        c.start("operator", "--local-runtime=false", f"--webhook-server-port={WEBHOOK_PORT}",
+                f"--webhook-cert-dir={envtest.root / 'webhook-certs'}",
+                "--metrics-bind-address=0", "--health-probe-bind-address=0")
+        # The webhooks answer once the rotator has injected its CA and the server listens.
+        job = yaml.safe_dump(load_example("pytorchjob.yaml")[0])
+        deadline = time.monotonic() + 30
+        while envtest.kubectl("create", "--dry-run=server", "-f", "-", input=job, check=False).returncode != 0:
+            assert time.monotonic() < deadline, f"the webhooks never answered:\n{envtest.log('operator').read_text()}"
+            time.sleep(0.1)
         yield c
     finally:
         c.stop()
@@ -235,3 +255,59 @@ async def test_p1_on_fake_nodes_succeeds_pods_and_services_are_the_originals(env
         await kubelet.stop()
         if await get(admin, "PyTorchJob", "pytest") is not None:
             await admin.delete("PyTorchJob", "pytest", "default")
+
+
+def p4() -> dict:
+    job = load_example("pytorchjob.yaml")[0]
+    job["metadata"]["name"] = "p4"
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+    return job
+
+
+async def test_p4_is_refused_with_the_originals_message_and_the_defaulter_stores_defaults(envtest, controllers, admin):
+    """kube-apiserver checks the CRD's rules (CEL) before it calls validating webhooks, so P4 is
+    refused by the rule, in the original's words; the mutating webhook's defaults are stored."""
+    last: list[str] = []
+
+    async def webhook_ready() -> bool:  # the rotator has injected the CA and the server listens
+        try:
+            await admin.create(p4())
+        except (Forbidden, Invalid) as e:
+            last[:] = [e.message]
+            return e.message in (P4_DENIED, P4_BY_RULE)
+        except ApiError as e:
+            last[:] = [e.message]
+            return False  # failed calling webhook: not serving yet
+        raise AssertionError("P4 was accepted")
+
+    try:
+            await wait_until(webhook_ready, 30, "the webhooks answering and P4 refused")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last answer: {last}") from None
+    assert await get(admin, "PyTorchJob", "p4") is None
+    # The defaulter ran before the validator: a job written without defaults is stored with them.
+    job = load_example("pytorchjob.yaml")[0]
+    job["metadata"]["name"] = "defaulted"
+    del job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"]
+    created = await admin.create(job)
+    try:
+        assert created["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == "OnFailure"
+        assert created["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
+    finally:
+        await admin.delete("PyTorchJob", "defaulted", "default")
+
+
+async def test_with_no_operator_and_no_webhooks_the_crds_cel_rules_still_refuse_p4(envtest, installed, admin):
+    """The operator is down and its webhooks are not registered (a cluster where only the CRDs
+    are applied): the schema's x-kubernetes-validations refuse P4 with the original's words."""
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        envtest.kubectl("delete", kind, "--all")
+    with pytest.raises(Invalid) as e:
+        await admin.create(p4())
+    assert "spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1" in e.value.message, e.value.message
+    assert await get(admin, "PyTorchJob", "p4") is None
+    # A good job is still accepted by the rules.
+    ok = load_example("pytorchjob.yaml")[0]
+    ok["metadata"]["name"] = "cel-ok"
+    await admin.create(ok)
+    await admin.delete("PyTorchJob", "cel-ok", "default")

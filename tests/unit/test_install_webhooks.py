@@ -59,8 +59,7 @@ def test_service_secret_and_operator_deployment():
                                  "--webhook-secret-name=phalanx-operator-webhook-cert"]
     assert {"name": "webhook-server", "containerPort": 9443, "protocol": "TCP"} in c["ports"]
     assert c["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"},
-                                 {"name": "cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs",
-                                  "readOnly": False}]
+                                 {"name": "cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs"}]
     assert pod["volumes"] == [{"name": "tmp", "emptyDir": {}}, {"name": "cert", "emptyDir": {}}]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True  # hence the emptyDirs
     sched = by(objs, "Deployment", "phalanx-scheduler")

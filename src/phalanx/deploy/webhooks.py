@@ -93,8 +93,9 @@ def operator_with_webhook(deployment: Obj, w: WebhookInstall | None) -> Obj:
         return dep
     container.setdefault("ports", []).append({"name": "webhook-server", "containerPort": DEFAULT_PORT,
                                               "protocol": "TCP"})
-    container.setdefault("volumeMounts", []).append({"name": CERT_VOLUME, "mountPath": DEFAULT_CERT_DIR,
-                                                     "readOnly": w.cert_manager})
+    # readOnly only when true: the apiserver drops a false one, and a second apply would differ.
+    mount: Obj = {"name": CERT_VOLUME, "mountPath": DEFAULT_CERT_DIR, **({"readOnly": True} if w.cert_manager else {})}
+    container.setdefault("volumeMounts", []).append(mount)
     source: Obj = {"secret": {"secretName": w.secret_name, "defaultMode": 0o440}} if w.cert_manager \
         else {"emptyDir": {}}
     pod.setdefault("volumes", []).append({"name": CERT_VOLUME, **source})
