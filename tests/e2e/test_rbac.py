@@ -200,8 +200,12 @@ def test_operator_and_scheduler_each_with_its_own_token_run_the_seed_job(plane):
     assert wait_for(state, 60, "the job finished") == "Succeeded", plane.log("operator")
     wait_for(lambda: plane.kubectl("get", "podgroups", "-n", "default", "-o", "name").stdout == "", 15,
              "the PodGroup deleted")
-    pods = plane.kubectl("get", "pods", "-n", "default", "-o", "jsonpath={.items[*].status.phase}").stdout.split()
-    assert pods == ["Succeeded"] * 4
+    # The job Succeeds with its Master; the workers end their own sleep a moment later.
+    def phases() -> list[str] | None:
+        got = plane.kubectl("get", "pods", "-n", "default", "-o", "jsonpath={.items[*].status.phase}").stdout.split()
+        return got if got == ["Succeeded"] * 4 else None
+
+    wait_for(phases, 20, "every pod Succeeded")
     refused = [line for line in access_log.read_text().splitlines()[before:] if re.search(r'" 40[13] ', line)]
     assert refused == [], refused  # least privilege, but every call the programs make is granted
     for what in ("operator", "scheduler"):
