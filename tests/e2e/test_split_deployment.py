@@ -1,10 +1,13 @@
-"""The split deployment, as on a cluster: the API server (`phalanx up
---no-controllers --no-scheduler`, whose node agent plays kubelet), `phalanx
-operator` and `phalanx scheduler` as three processes talking HTTPS through the
-kubeconfig. The seed scenarios P1, T1, P2, P4 and P7 (durations scaled) reach
-the results the all-in-one mode reaches — P1 is run in both modes and compared
-object for object — and killing the operator and the scheduler mid-job and
-starting them again changes nothing.
+"""The split deployment, as on a cluster: the API server behaving as a plain
+kube-apiserver with the CRDs (`phalanx up --plain-kubernetes --no-controllers
+--no-scheduler`: no Kubeflow defaults or rules of its own; its node agent plays
+kubelet; RBAC enforced), `phalanx install --apply` (webhooks registered at the
+operator's loopback URL), and `phalanx operator` and `phalanx scheduler` as
+processes on the generated ServiceAccounts' tokens. The operator's webhooks
+store the defaults and refuse P4. The seed scenarios P1, T1, P2, P4 and P7
+(durations scaled) reach the results the all-in-one mode reaches — P1 is run in
+both modes and compared object for object — and killing the operator and the
+scheduler mid-job and starting them again changes nothing.
 
 One plane serves the module; every test removes its job before the next.
 """
@@ -17,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -60,6 +64,7 @@ class SplitPlane:
         self.env = dict(os.environ, PHALANX_HOME=str(home))
         self.kubeconfig = home / "kubeconfig"
         self.procs: dict[str, subprocess.Popen] = {}
+        self.args: dict[str, list[str]] = {}  # per program: connection and flags (default: the admin kubeconfig)
 
     def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         r = subprocess.run([*PHALANX, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
@@ -76,7 +81,7 @@ class SplitPlane:
         before = self.log(what).read_text().count(marker) if self.log(what).exists() else 0
         with open(self.log(what), "ab") as out:
             self.procs[what] = subprocess.Popen(
-                [*PHALANX, what, "--kubeconfig", str(self.kubeconfig), "-v"], env=self.env,
+                [*PHALANX, what, *self.args.get(what, ["--kubeconfig", str(self.kubeconfig)]), "-v"], env=self.env,
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
         deadline = time.monotonic() + 20
         while self.log(what).read_text().count(marker) <= before:
@@ -93,6 +98,21 @@ class SplitPlane:
     def client(self) -> KubeClient:
         return KubeClient(from_kubeconfig(self.kubeconfig), qps=0)
 
+    def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
+        """The admin kubeconfig's cluster with a token of the ServiceAccount (`kubectl create token`)."""
+        kubectl = shutil.which("kubectl")
+        if kubectl is None:
+            pytest.fail("kubectl is not on PATH: it is part of the machine image (1.32)", pytrace=False)
+        r = subprocess.run([kubectl, "create", "token", name, "-n", namespace], capture_output=True, text=True,
+                           env=dict(self.env, KUBECONFIG=str(self.kubeconfig)), timeout=30)
+        assert r.returncode == 0, r.stderr
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"][0]["user"] = {"token": r.stdout.strip()}
+        path = self.home / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
@@ -101,17 +121,50 @@ def plane(tmp_path_factory):
     (home / "cluster.yaml").write_text(yaml.safe_dump({
         "nodes": [NODE], "agent": {"backoffBase": 0.2, "backoffCap": 2}}))
     p = SplitPlane(home)
-    r = p.cli("up", "--no-controllers", "--no-scheduler")
+    r = p.cli("up", "--plain-kubernetes", "--no-controllers", "--no-scheduler")
     assert r.stdout == f"export KUBECONFIG={p.kubeconfig}\n"
     try:
+        port = free_port()
+        p.cli("install", "--apply", "--kubeconfig", str(p.kubeconfig), "--webhook-url", f"https://127.0.0.1:{port}")
+        # The operator's role cannot list Nodes: say that these are Phalanx's.
+        p.args["operator"] = [
+            "--kubeconfig", str(p.service_account_kubeconfig("phalanx-system", "phalanx-operator")),
+            "--local-runtime=true", f"--webhook-server-port={port}", f"--webhook-cert-dir={home / 'webhook-certs'}",
+            "--metrics-bind-address=0", "--health-probe-bind-address=0"]
+        p.args["scheduler"] = [
+            "--kubeconfig", str(p.service_account_kubeconfig("phalanx-system", "phalanx-scheduler")),
+            "--listen-address=0", "--healthz-address=0"]
         p.start("scheduler")
         p.start("operator")
+        wait_webhooks(p)
         yield p
     finally:
         for what in list(p.procs):
             with contextlib.suppress(Exception):
                 p.stop(what)
         subprocess.run([*PHALANX, "down"], env=p.env, capture_output=True, timeout=60)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_webhooks(p: SplitPlane, timeout: float = 30) -> None:
+    """Until the operator's webhooks answer (its rotator has injected the CA): P4 refused by them
+    (before, the call fails and so does the create: failurePolicy Fail; dry runs skip webhooks)."""
+    kubectl = shutil.which("kubectl")
+    job = load_example("pytorchjob.yaml")[0]
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+    deadline = time.monotonic() + timeout
+    while True:
+        r = subprocess.run([kubectl or "kubectl", "create", "-f", "-"], input=yaml.safe_dump(job),
+                           capture_output=True, text=True, env=dict(p.env, KUBECONFIG=str(p.kubeconfig)), timeout=30)
+        if 'admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied' in r.stderr:
+            return
+        assert time.monotonic() < deadline, f"the webhooks never answered: {r.stderr}\n{p.log('operator').read_text()}"
+        time.sleep(0.1)
 
 
 @contextlib.asynccontextmanager
@@ -301,8 +354,8 @@ async def _state_is(c, state: str) -> bool:
 
 
 async def test_p4_rejected_by_the_api_servers_admission_nothing_stored(plane, kube):
-    # The embedded API server runs the operator's webhook rules at admission (on a cluster: the
-    # CRD's validation rule, see tests/unit/test_install.py); nothing reaches the operator.
+    # The operator's validating webhook refuses it (the plain API server has no rule of its own;
+    # a real kube-apiserver refuses it by the CRD's CEL rule first: tests/envtest).
     job = load_example("pytorchjob.yaml")[0]
     job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
     with pytest.raises(Forbidden) as e:
@@ -378,7 +431,22 @@ async def test_killing_operator_and_scheduler_mid_job_changes_nothing(plane, kub
 # ---------------------------------------------------------------- phalanx install | kubectl apply
 
 
-def test_install_through_kubectl_then_the_seed_manifests_are_accepted(plane):
+@pytest.fixture
+def fresh_plane(tmp_path):
+    """An API server (the default mode) with nothing installed yet."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "cluster.yaml").write_text(yaml.safe_dump({"nodes": [NODE]}))
+    p = SplitPlane(home)
+    p.cli("up", "--no-controllers", "--no-scheduler")
+    try:
+        yield p
+    finally:
+        subprocess.run([*PHALANX, "down"], env=p.env, capture_output=True, timeout=60)
+
+
+def test_install_through_kubectl_then_the_seed_manifests_are_accepted(fresh_plane):
+    plane = fresh_plane
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.fail("kubectl is not on PATH: it is part of the machine image (1.32) and this test needs the real "
