@@ -113,7 +113,13 @@ async def bounded(n: int, coros) -> None:
 async def create(c: KubeClient, obj: dict) -> None:
     with contextlib.suppress(AlreadyExists):
         created = await c.create(obj)
-        if obj["kind"] == "Node" and not (created.get("status") or {}).get("allocatable"):
+        if obj["kind"] != "Node":
+            return
+        if (created.get("spec") or {}).get("taints"):
+            # kube-apiserver's admission taints a new Node not-ready; no node controller runs to lift it.
+            created["spec"]["taints"] = []
+            created = await c.update(created)
+        if not (created.get("status") or {}).get("allocatable"):
             created["status"] = obj["status"]  # a server that drops status on create
             await c.update_status(created)
 
