@@ -168,15 +168,34 @@ class ControlPlane:
         tls = ssl.create_default_context(cafile=str(self.ca))
         self._wait("kube-apiserver", lambda: self._get(f"{self.url}/readyz", self.admin_token, tls) == (200, "ok"))
 
+        self._start_controller_manager()
+        # Ready when its ServiceAccount controller has made the default namespace's account
+        # (pods need it: the ServiceAccount admission plugin refuses a pod without it).
+        self._wait("kube-controller-manager", lambda: self._get(
+            f"{self.url}/api/v1/namespaces/default/serviceaccounts/default", self.admin_token, tls)[0] == 200)
+
+    def _start_controller_manager(self) -> None:
         self._spawn("kube-controller-manager", [
             f"--kubeconfig={self.kubeconfig}", f"--controllers={','.join(CONTROLLERS)}",
             f"--service-account-private-key-file={self.pki['sa.key']}", f"--root-ca-file={self.ca}",
             "--leader-elect=false", "--use-service-account-credentials=false", "--secure-port=0",
             "--concurrent-gc-syncs=5"])
-        # Ready when its ServiceAccount controller has made the default namespace's account
-        # (pods need it: the ServiceAccount admission plugin refuses a pod without it).
-        self._wait("kube-controller-manager", lambda: self._get(
-            f"{self.url}/api/v1/namespaces/default/serviceaccounts/default", self.admin_token, tls)[0] == 200)
+
+    def restart_controller_manager(self) -> None:
+        """Stop and start kube-controller-manager; returns once its garbage collector watches every
+        resource served now (a running one learns of new CRDs' kinds at its next discovery, <= 30 s)."""
+        log = self.log("kube-controller-manager")
+        synced = "all resource monitors have synced"
+        before = log.read_text(errors="replace").count(synced)
+        proc = self.procs.pop("kube-controller-manager")
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT)
+        self._start_controller_manager()
+        self._wait("kube-controller-manager", lambda: log.read_text(errors="replace").count(synced) > before)
 
     def stop(self) -> None:
         """SIGTERM in reverse start order; SIGKILL what has not exited after STOP_TIMEOUT."""

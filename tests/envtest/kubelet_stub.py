@@ -7,7 +7,7 @@ import contextlib
 import datetime
 import itertools
 
-from phalanx.objects.errors import ApiError, NotFound
+from phalanx.objects.errors import AlreadyExists, ApiError, NotFound
 
 
 def _now() -> str:
@@ -33,10 +33,11 @@ def fake_node(name: str, cpu: int = 16, memory: str = "64Gi", pods: int = 110) -
 
 
 async def add_nodes(client, nodes: list[dict]) -> None:
-    """Create the Nodes, then clear the not-ready taint admission puts on a new Node (the node
-    lifecycle controller clears it once the Node reports Ready; none runs here)."""
+    """Create the Nodes (one that exists is kept), then clear the not-ready taint admission puts
+    on a new Node (the node lifecycle controller clears it once the Node reports Ready; none runs here)."""
     for node in nodes:
-        await client.create(node)
+        with contextlib.suppress(AlreadyExists):
+            await client.create(node)
         await client.patch("Node", node["metadata"]["name"], None, {"spec": {"taints": None}})
 
 

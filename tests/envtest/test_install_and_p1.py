@@ -5,26 +5,18 @@ Succeeded on fake Nodes whose pod statuses are written by hand, and the pods and
 original's (k8s-golden 45)."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from phalanx.objects.errors import ApiError, Forbidden, Invalid
-from tests.e2e.test_split_deployment import recording
-from tests.envtest.controlplane import ControlPlane, free_port
-from tests.envtest.kubelet_stub import KubeletStub, add_nodes, fake_node
+from tests.e2e.test_split_deployment import recording, remove_job
+from tests.envtest.phalanx_procs import INSTALL, NAMESPACE, phalanx, sa_token
 from tests.scenarios.conftest import load_example, wait_until
 from tests.scenarios.test_failures import get, wait_job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
-PHALANX = [sys.executable, "-m", "phalanx.cli.main"]
-NAMESPACE = "phalanx-system"
 PT_PODS = ["pytest-master-0", "pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
 CRDS = ["pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org", "xgboostjobs.kubeflow.org", "paddlejobs.kubeflow.org",
         "jaxjobs.kubeflow.org", "mpijobs.kubeflow.org", "podgroups.scheduling.volcano.sh",
@@ -82,32 +74,10 @@ def pod_shape(pod: dict) -> dict:
                                for c in spec.get("initContainers") or []]}
 
 
-def phalanx(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    r = subprocess.run([*PHALANX, *args], capture_output=True, text=True, timeout=timeout,
-                       env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
-    assert r.returncode == 0, f"phalanx {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
-    return r
-
-
-# The operator runs on this machine, outside the cluster: the webhooks are registered by URL
-# (`phalanx install --webhook-url`), its certificate made by the operator's rotator.
-WEBHOOK_PORT = free_port()
-INSTALL = ("install", f"--webhook-url=https://127.0.0.1:{WEBHOOK_PORT}")
 P4_BY_RULE = ('PyTorchJob.kubeflow.org "p4" is invalid: spec.pytorchReplicaSpecs: Invalid value: '
               'spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1')
 P4_DENIED = ('admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied the request: '
              'spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1')
-
-
-@pytest.fixture(scope="session")
-def installed(envtest: ControlPlane) -> subprocess.CompletedProcess:
-    """`phalanx install | kubectl apply -f -` on the envtest cluster (once per session)."""
-    return envtest.kubectl("apply", "-f", "-", input=phalanx(*INSTALL).stdout, check=False)
-
-
-def sa_token(envtest: ControlPlane, name: str) -> str:
-    """A TokenRequest token of the generated ServiceAccount (`kubectl create token`)."""
-    return envtest.kubectl("create", "token", name, "-n", NAMESPACE, "--duration=1h").stdout.strip()
 
 
 def test_install_applies_crds_established_service_accounts_get_tokens(envtest, installed):
@@ -145,64 +115,7 @@ def test_install_applies_crds_established_service_accounts_get_tokens(envtest, i
                                     ("delete", "nodes"), ("delete", "namespaces")) if can(v, r)] == []
 
 
-class Controllers:
-    """`phalanx operator` and `phalanx scheduler` as processes with the ServiceAccounts' tokens."""
-
-    def __init__(self, envtest: ControlPlane) -> None:
-        self.envtest = envtest
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(self, what: str, *flags: str) -> None:
-        sa = f"phalanx-{what}"
-        log = self.envtest.log(what)
-        with open(log, "ab") as out:
-            self.procs[what] = subprocess.Popen(
-                [*PHALANX, what, "--server", self.envtest.url, "--token", sa_token(self.envtest, sa),
-                 "--certificate-authority", str(self.envtest.ca), "-v", *flags],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                env={k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")})
-        deadline = time.monotonic() + 30
-        while f"phalanx {what}: " not in log.read_text():
-            proc = self.procs[what]
-            assert proc.poll() is None, f"{what} exited with {proc.returncode}:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"{what} did not connect:\n{log.read_text()}"
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
-@pytest.fixture
-def controllers(envtest, installed):
-    assert installed.returncode == 0, installed.stderr
-    c = Controllers(envtest)
-    try:
-        c.start("scheduler", "--schedule-period", "0.2", "--listen-address=0", "--healthz-address=0")
-        c.start("operator", "--local-runtime=false", f"--webhook-server-port={WEBHOOK_PORT}",
-                f"--webhook-cert-dir={envtest.root / 'webhook-certs'}",
-                "--metrics-bind-address=0", "--health-probe-bind-address=0")
-        # The webhooks answer once the rotator has injected its CA and the server listens.
-        job = yaml.safe_dump(load_example("pytorchjob.yaml")[0])
-        deadline = time.monotonic() + 30
-        while envtest.kubectl("create", "--dry-run=server", "-f", "-", input=job, check=False).returncode != 0:
-            assert time.monotonic() < deadline, f"the webhooks never answered:\n{envtest.log('operator').read_text()}"
-            time.sleep(0.1)
-        yield c
-    finally:
-        c.stop()
-
-
-async def test_p1_on_fake_nodes_succeeds_pods_and_services_are_the_originals(envtest, controllers, admin):
-    await add_nodes(admin, [fake_node("node-1"), fake_node("node-2")])
-    kubelet = KubeletStub(admin)
-    await kubelet.start()
+async def test_p1_on_fake_nodes_succeeds_pods_and_services_are_the_originals(envtest, controllers, admin, kubelet):
     try:
         async with recording(admin) as rec:
             created = await admin.create(load_example("pytorchjob.yaml")[0])
@@ -252,9 +165,7 @@ async def test_p1_on_fake_nodes_succeeds_pods_and_services_are_the_originals(env
             assert svc["spec"]["ports"] == [{"name": "pytorchjob-port", "protocol": "TCP", "port": 23456,
                                              "targetPort": 23456}], name
     finally:
-        await kubelet.stop()
-        if await get(admin, "PyTorchJob", "pytest") is not None:
-            await admin.delete("PyTorchJob", "pytest", "default")
+        await remove_job(admin, "PyTorchJob", "pytest")
 
 
 def p4() -> dict:
@@ -302,12 +213,15 @@ async def test_with_no_operator_and_no_webhooks_the_crds_cel_rules_still_refuse_
     are applied): the schema's x-kubernetes-validations refuse P4 with the original's words."""
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
         envtest.kubectl("delete", kind, "--all")
-    with pytest.raises(Invalid) as e:
-        await admin.create(p4())
-    assert "spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1" in e.value.message, e.value.message
-    assert await get(admin, "PyTorchJob", "p4") is None
-    # A good job is still accepted by the rules.
-    ok = load_example("pytorchjob.yaml")[0]
-    ok["metadata"]["name"] = "cel-ok"
-    await admin.create(ok)
-    await admin.delete("PyTorchJob", "cel-ok", "default")
+    try:
+        with pytest.raises(Invalid) as e:
+            await admin.create(p4())
+        assert "spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1" in e.value.message, e.value.message
+        assert await get(admin, "PyTorchJob", "p4") is None
+        # A good job is still accepted by the rules.
+        ok = load_example("pytorchjob.yaml")[0]
+        ok["metadata"]["name"] = "cel-ok"
+        await admin.create(ok)
+        await admin.delete("PyTorchJob", "cel-ok", "default")
+    finally:  # the webhooks registered again for the tests after this one
+        envtest.kubectl("apply", "-f", "-", input=phalanx(*INSTALL).stdout)
