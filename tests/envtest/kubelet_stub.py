@@ -1,5 +1,5 @@
 """In place of a kubelet on a cluster without one: fake Nodes, and pod statuses written by hand
-(Running when bound, then Succeeded or Failed) in the shapes a kubelet writes (golden 47, 49)."""
+(Running when bound, crashed and restarted in place, Succeeded or Failed) in a kubelet's shapes (golden 47, 49, 50)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,6 +8,9 @@ import datetime
 import itertools
 
 from phalanx.objects.errors import AlreadyExists, ApiError, NotFound
+
+# The kubelet's crash-loop back-off: none before the first restart, then 10 s doubling to 300 s.
+BACKOFF_BASE, BACKOFF_CAP = 10, 300
 
 
 def _now() -> str:
@@ -86,9 +89,49 @@ def finished_status(pod: dict, exit_code: int = 0) -> dict:
             for c in pod["spec"]["containers"]]}}
 
 
+def _not_ready(now: str, containers: list[str]) -> list[dict]:
+    """The pod conditions while ``containers`` are not ready (golden 50)."""
+    conds = []
+    for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"):
+        c = _condition(t, "True", now)
+        if t in ("Ready", "ContainersReady"):
+            c.update(status="False", reason="ContainersNotReady",
+                     message=f"containers with unready status: [{' '.join(containers)}]")
+        conds.append(c)
+    return conds
+
+
+def _in_place_status(pod: dict, container: str, state: dict, last_state: dict | None, restart_count: int,
+                     running: bool) -> dict:
+    """The status patch of a Running pod whose ``container`` has ``state`` (the others kept)."""
+    status = pod["status"]
+    statuses = []
+    for cs in status["containerStatuses"]:
+        if cs["name"] == container:
+            cs = {**cs, "ready": running, "started": running, "restartCount": restart_count, "state": state}
+            if last_state is not None:
+                cs["lastState"] = last_state
+        statuses.append(cs)
+    unready = [cs["name"] for cs in statuses if not cs["ready"]]
+    now = _now()
+    conditions = _not_ready(now, unready) if unready else \
+        [_condition(t, "True", now) for t in
+         ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")]
+    return {"status": {"phase": "Running", "conditions": conditions, "containerStatuses": statuses}}
+
+
+def _container_status(pod: dict, container: str) -> dict:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs["name"] == container:
+            return cs
+    raise AssertionError(f"pod {pod['metadata']['name']} has no status of container {container!r}")
+
+
 class KubeletStub:
     """Plays the kubelet of every fake Node: a pod bound to one is marked Running; a pod being
-    deleted gracefully is removed (as a kubelet confirms the deletion once its containers stop)."""
+    deleted gracefully is removed (as a kubelet confirms the deletion once its containers stop).
+    The test ends containers: ``finish`` (the pod Succeeded or Failed), ``crash`` then ``restart``
+    (an in-place restart under restartPolicy OnFailure or Always)."""
 
     def __init__(self, client, namespace: str = "default") -> None:
         self.client = client
@@ -134,4 +177,46 @@ class KubeletStub:
         """Write the pod's containers as exited with ``exit_code``."""
         pod = await self.client.get("Pod", name, self.namespace)
         return await self.client.patch("Pod", name, self.namespace, finished_status(pod, exit_code),
+                                       subresource="status")
+
+    async def crash(self, name: str, exit_code: int = 1, container: str | None = None) -> dict:
+        """``container`` (the first by default) of a Running pod whose restartPolicy restarts it
+        exits with ``exit_code``: terminated (reason Error), the pod stays Running and not Ready;
+        after a restart already made it waits in CrashLoopBackOff (the back-off before the next),
+        its termination as lastState. ``restart`` ends the back-off."""
+        pod = await self.client.get("Pod", name, self.namespace)
+        policy = pod["spec"].get("restartPolicy") or "Always"
+        assert policy in ("OnFailure", "Always") and pod["status"]["phase"] == "Running", (name, policy)
+        container = container or pod["spec"]["containers"][0]["name"]
+        cs = _container_status(pod, container)
+        started = (cs["state"].get("running") or {}).get("startedAt")
+        assert started, f"{name}/{container} is not running: {cs['state']}"
+        n = cs["restartCount"]
+        terminated = {"terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
+                                     "startedAt": started, "finishedAt": _now()}}
+        pod = await self.client.patch("Pod", name, self.namespace,
+                                      _in_place_status(pod, container, terminated, None, n, False),
+                                      subresource="status")
+        if n == 0:
+            return pod  # the first restart comes without back-off
+        backoff = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (n - 1))
+        waiting = {"waiting": {"reason": "CrashLoopBackOff",
+                               "message": f"back-off {backoff}s restarting failed container={container} "
+                                          f"pod={name}_{self.namespace}({pod['metadata']['uid']})"}}
+        return await self.client.patch("Pod", name, self.namespace,
+                                       _in_place_status(pod, container, waiting, terminated, n, False),
+                                       subresource="status")
+
+    async def restart(self, name: str, container: str | None = None) -> dict:
+        """The exited ``container`` runs again in place: restartCount + 1, running and ready, its
+        termination kept as lastState; same pod (uid), phase Running."""
+        pod = await self.client.get("Pod", name, self.namespace)
+        assert not pod["metadata"].get("deletionTimestamp"), f"{name} is being deleted: a kubelet starts nothing"
+        container = container or pod["spec"]["containers"][0]["name"]
+        cs = _container_status(pod, container)
+        last = cs["state"] if "terminated" in cs["state"] else cs.get("lastState")
+        assert last and "terminated" in last, f"{name}/{container} has not exited: {cs['state']}"
+        return await self.client.patch("Pod", name, self.namespace,
+                                       _in_place_status(pod, container, {"running": {"startedAt": _now()}}, last,
+                                                        cs["restartCount"] + 1, True),
                                        subresource="status")
