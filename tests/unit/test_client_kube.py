@@ -1,16 +1,19 @@
-"""KubeClient (lightkube) against the API server `phalanx up` serves — the same
+"""KubeClient against the API server `phalanx up` serves — the same
 app, HTTPS, bearer token and kubeconfig — over a store with admission: CRUD,
 status, binding, patches, deletes with options, selectors, watch (410 as Gone,
 the Informer relisting on it), errors mapped to phalanx.objects.errors, the three
-ways to connect, the rate limiter and conflict retries."""
+ways to connect, credentials asked again after a 401 (token file, exec plugin), the
+rate limiter and conflict retries."""
 from __future__ import annotations
 
 import asyncio
 import copy
 import os
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from phalanx.api.admission import admit
 from phalanx.client.kube import KubeClient
@@ -272,6 +275,62 @@ async def test_connect_by_url_and_token_and_errors(served, tmp_path):
         assert e.value.code == 503 and "not reachable" in e.value.message
     finally:
         await down.close()
+
+
+def user_kubeconfig(path: Path, served: Served, user: dict) -> Path:
+    """A kubeconfig for the served API with the given ``users[0].user``."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": served.url, "certificate-authority": str(served.ca)}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    return path
+
+
+async def test_a_token_file_is_read_again_after_a_401(served, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("rotated-away\n")
+    c = KubeClient(from_kubeconfig(user_kubeconfig(tmp_path / "kc", served, {"tokenFile": str(token_file)})), qps=0)
+    try:
+        with pytest.raises(ApiError) as e:  # read again after the 401: the same token, no retry
+            await c.list("Pod", "default")
+        assert e.value.code == 401
+        token_file.write_text(TOKEN + "\n")  # the kubelet rotates the projected token
+        assert (await c.list("Pod", "default")).items == []  # 401 with the old one, then the new one read
+        watch = c.watch("Pod", "default")
+        await c.create(pod("after-rotation"))
+        ev = await asyncio.wait_for(watch.__anext__(), 5)
+        assert ev.object["metadata"]["name"] == "after-rotation"
+        await watch.aclose()
+    finally:
+        await c.close()
+
+
+async def test_an_exec_plugin_is_run_once_and_again_after_a_401(served, tmp_path):
+    runs, token_file = tmp_path / "runs", tmp_path / "token"
+    token_file.write_text("expired")
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import json, pathlib\n"
+        f"runs = pathlib.Path({str(runs)!r})\n"
+        "runs.write_text(runs.read_text() + 'x' if runs.exists() else 'x')\n"
+        f"token = pathlib.Path({str(token_file)!r}).read_text()\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1beta1', 'kind': 'ExecCredential',"
+        " 'status': {'token': token}}))\n")
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+                     "args": [str(plugin)], "interactiveMode": "Never"}}
+    c = KubeClient(from_kubeconfig(user_kubeconfig(tmp_path / "kc", served, user)), qps=0)
+    try:
+        with pytest.raises(ApiError) as e:
+            await c.get("Pod", "nope", "default")
+        assert e.value.code == 401 and runs.read_text() == "xx"  # run, refused, run again: same token
+        token_file.write_text(TOKEN)
+        await c.create(pod("exec"))
+        assert runs.read_text() == "xxx"
+        await c.get("Pod", "exec", "default")  # the token is kept: not run again
+        assert runs.read_text() == "xxx"
+    finally:
+        await c.close()
 
 
 def test_resolve_order(tmp_path, monkeypatch, served):

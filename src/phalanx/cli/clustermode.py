@@ -454,7 +454,7 @@ def configure_logging(verbose: int) -> None:
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx2", "httpcore2", "httpx", "httpcore"):  # one line per request: only with -vv
+    for noisy in ("phalanx.client.requests", "httpx2", "httpcore2"):  # one line per request: only with -vv
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
 
 
