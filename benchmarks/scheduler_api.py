@@ -11,6 +11,8 @@ longest stretch with pods waiting and no binding; whole seconds without a bindin
     .venv/bin/python benchmarks/scheduler_api.py                      # embedded API server
     .venv/bin/python benchmarks/scheduler_api.py --kubeconfig K       # any API server
     .venv/bin/python benchmarks/scheduler_api.py --kubeconfig K --peer "$KUBEBUILDER_ASSETS/kube-scheduler"
+    .venv/bin/python benchmarks/scheduler_api.py --envtest            # kube-apiserver + etcd (`make envtest`),
+                                                                      # phalanx vs its kube-scheduler
     .venv/bin/python benchmarks/scheduler_api.py --profile /tmp/sched.prof   # cProfile of the scheduler
 
 Rounds alternate schedulers (phalanx, peer, phalanx, peer...) so drift on the machine
@@ -23,11 +25,13 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +39,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))  # tests.envtest.controlplane starts kube-apiserver for --envtest
 
 from phalanx.client.kube import KubeClient
 from phalanx.client.kubeconfig import from_kubeconfig
@@ -124,6 +129,30 @@ async def create(c: KubeClient, obj: dict) -> None:
             await c.update_status(created)
 
 
+class Envtest:
+    """kube-apiserver, etcd and kube-controller-manager of `make envtest` (tests/envtest's
+    ControlPlane), with `phalanx install --no-webhooks` applied."""
+
+    def __init__(self) -> None:
+        from tests.envtest.controlplane import ControlPlane, find_assets  # only for --envtest: a test helper
+
+        self.dir = tempfile.TemporaryDirectory(prefix="sched-api-envtest-")
+        self.assets = find_assets()
+        self.plane = ControlPlane(Path(self.dir.name), self.assets)
+
+    def start(self) -> Path:
+        self.plane.start()
+        r = subprocess.run([*PHALANX, "install", "--no-webhooks", "--apply", "--kubeconfig",
+                            str(self.plane.kubeconfig)], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise SystemExit(f"phalanx install --apply failed:\n{r.stdout}{r.stderr}")
+        return self.plane.kubeconfig
+
+    def stop(self) -> None:
+        self.plane.stop()
+        self.dir.cleanup()
+
+
 class Embedded:
     """`phalanx up --no-controllers --no-scheduler` in a home of its own."""
 
@@ -147,9 +176,16 @@ class Embedded:
         self.dir.cleanup()
 
 
-def start_phalanx(kubeconfig: Path, log: Path, qps: float, profile: str | None) -> subprocess.Popen:
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_phalanx(kubeconfig: Path, log: Path, qps: float, profile: str | None, healthz: int) -> subprocess.Popen:
     cmd = [*PHALANX, "scheduler", "--kubeconfig", str(kubeconfig), "-v",
-           "--kube-api-qps", str(qps), "--kube-api-burst", str(int(qps))]
+           "--kube-api-qps", str(qps), "--kube-api-burst", str(int(qps)), "--listen-address", "0",
+           "--healthz-address", f"127.0.0.1:{healthz}"]
     if profile:
         cmd = [sys.executable, "-m", "cProfile", "-o", profile, "-m", "phalanx.cli.main", *cmd[len(PHALANX):]]
     return subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -165,9 +201,19 @@ def start_kube_scheduler(binary: str, kubeconfig: Path, log: Path, qps: float, t
                             stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
-async def wait_connected(c: KubeClient, proc: subprocess.Popen, log: Path, marker: str, timeout: float) -> None:
+def ready(port: int) -> bool:
+    """`phalanx scheduler`'s /readyz answers 200 once its informers have listed."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+async def wait_connected(c: KubeClient, proc: subprocess.Popen, log: Path, marker: str, timeout: float,
+                         readyz: int | None = None) -> None:
     deadline = time.monotonic() + timeout
-    while marker not in log.read_text(errors="replace"):
+    while marker not in log.read_text(errors="replace") or (readyz is not None and not ready(readyz)):
         if proc.poll() is not None:
             raise SystemExit(f"the scheduler exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
         if time.monotonic() > deadline:
@@ -190,8 +236,9 @@ async def one_round(kubeconfig: Path, which: str, k: int, args, tmp: Path) -> Ro
         if which == "phalanx":
             await bounded(CREATE_CONCURRENCY, (create(c, podgroup(ns, f"g{g:05d}", args.gang))
                                                for g in range(groups)))
-            proc = start_phalanx(kubeconfig, log, args.qps, args.profile if k == 0 else None)
-            await wait_connected(c, proc, log, "phalanx scheduler: ", 60)
+            healthz = free_port()
+            proc = start_phalanx(kubeconfig, log, args.qps, args.profile if k == 0 else None, healthz)
+            await wait_connected(c, proc, log, "phalanx scheduler: ", 60, readyz=healthz)
             scheduler_name = "volcano"
         else:
             proc = start_kube_scheduler(args.peer, kubeconfig, log, args.qps, tmp)
@@ -240,15 +287,21 @@ async def one_round(kubeconfig: Path, which: str, k: int, args, tmp: Path) -> Ro
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        # Next round's scheduler must not see this round's nodes.
+        # Next round's scheduler must see nothing of this round: its pods (at once: no kubelet
+        # confirms a graceful deletion), PodGroups and nodes go.
+        pods = [p["metadata"]["name"] for p in (await c.list("Pod", ns)).items]
+        await bounded(CREATE_CONCURRENCY, (_delete(c, "Pod", n, ns, grace=0) for n in pods))
+        if which == "phalanx":
+            await bounded(CREATE_CONCURRENCY, (_delete(c, "PodGroup", f"g{g:05d}", ns)
+                                               for g in range(args.pods // args.gang)))
         await bounded(CREATE_CONCURRENCY, (_delete(c, "Node", n) for n in nodes))
         await c.close()
     return rnd
 
 
-async def _delete(c: KubeClient, kind: str, name: str) -> None:
+async def _delete(c: KubeClient, kind: str, name: str, ns: str | None = None, grace: int | None = None) -> None:
     with contextlib.suppress(NotFound):
-        await c.delete(kind, name)
+        await c.delete(kind, name, ns, grace_period_seconds=grace)
 
 
 def show(rnd: Round, k: int, pods: int) -> dict[str, float]:
@@ -262,6 +315,9 @@ def show(rnd: Round, k: int, pods: int) -> dict[str, float]:
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kubeconfig", help="API server to use (default: an embedded one, started here)")
+    ap.add_argument("--envtest", action="store_true",
+                    help="start kube-apiserver from $KUBEBUILDER_ASSETS (or `make envtest`'s folder) and run its "
+                         "kube-scheduler as the peer")
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=4000)
     ap.add_argument("--gang", type=int, default=4)
@@ -275,20 +331,22 @@ async def main() -> None:
     args = ap.parse_args()
     if args.pods % args.gang:
         ap.error("--pods must be a multiple of --gang")
-    embedded = None
+    embedded: Embedded | Envtest | None = None
     with tempfile.TemporaryDirectory(prefix="sched-api-logs-") as t:
         tmp = Path(args.logs or t)
         tmp.mkdir(parents=True, exist_ok=True)
         if args.kubeconfig:
             kubeconfig = Path(args.kubeconfig)
         else:
-            embedded = Embedded()
+            embedded = Envtest() if args.envtest else Embedded()
             kubeconfig = embedded.start()
+            if isinstance(embedded, Envtest) and not args.peer:
+                args.peer = str(embedded.assets / "kube-scheduler")
         try:
             order = ["phalanx", "kube-scheduler"] if args.peer else ["phalanx"]
             print(f"scheduler_api: {args.nodes} nodes, {args.pods} pods in gangs of {args.gang}, "
                   f"client qps/burst {args.qps:.0f}, API server "
-                  f"{'embedded (phalanx up)' if embedded else kubeconfig}", flush=True)
+                  f"{'embedded (phalanx up)' if isinstance(embedded, Embedded) else kubeconfig}", flush=True)
             results: dict[str, list[dict[str, float]]] = {w: [] for w in order}
             k = 0
             for _ in range(args.rounds):

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from phalanx.scheduler.actions import ACTIONS
 from phalanx.scheduler.config import SchedulerConfig
-from phalanx.scheduler.info import BINDING, PENDING
+from phalanx.scheduler.info import BIND_IN_FLIGHT, BINDING, PENDING
 from phalanx.scheduler.job_updater import JobUpdater, write_admission_conditions
 from phalanx.scheduler.plugins import PLUGINS
 from phalanx.scheduler.plugins.gang import unready_tasks
@@ -123,7 +123,8 @@ def session_stats(ssn: Session) -> SessionStats:
         if job.unschedulable_this_session or (job.admission is not None and job.is_pending()):
             unready[job.name] = unready_tasks(job)
             st.unschedulable_tasks += len(job.index.get(PENDING, ()))
-        if job.index.get(BINDING) and job.creation > 0:  # placed now (no creationTimestamp: no age)
+        if job.creation > 0 and any(not t.pod.get(BIND_IN_FLIGHT) for t in job.index.get(BINDING, {}).values()):
+            # placed now (binds of earlier sessions still in flight are not; no creationTimestamp: no age)
             scheduled.append(((job.name, job.queue, job.namespace), max(0.0, now - job.creation) * 1000.0))
     for plugin in ssn.plugins:
         if isinstance(plugin, ProportionPlugin):

@@ -27,6 +27,12 @@ ALLOCATED_STATUS = frozenset({BOUND, BINDING, RUNNING, ALLOCATED})
 SCHEDULED_STATUS = frozenset({RUNNING, BOUND, FAILED, SUCCEEDED})
 COMPLETED_STATUS = frozenset({FAILED, SUCCEEDED})
 
+# A key of the scheduler shell's own copy of a pod (never of a stored pod):
+# its binding is sent and not answered yet. Such a task is Binding, as in
+# Volcano's cache, until the bind is seen: it holds its node but does not yet
+# count as scheduled.
+BIND_IN_FLIGHT = "phalanx.bind-in-flight"
+
 # PodGroup phases.
 PG_PENDING = "Pending"
 PG_INQUEUE = "Inqueue"
@@ -54,7 +60,9 @@ def task_status_of(pod: Mapping[str, Any]) -> str:
     if phase == "Pending":
         if deleting:
             return RELEASING
-        return BOUND if (pod.get("spec") or {}).get("nodeName") else PENDING
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return PENDING
+        return BINDING if pod.get(BIND_IN_FLIGHT) else BOUND
     if phase == "Succeeded":
         return SUCCEEDED
     if phase == "Failed":

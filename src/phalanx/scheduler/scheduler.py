@@ -3,16 +3,24 @@ write the session's decisions back.
 
 - Informers on Nodes, Queues, PodGroups and Pods feed the snapshots. A change
   that can alter a decision wakes the loop; bursts are coalesced (``debounce``,
-  5 ms) and a safety tick runs a session every ``period`` (1 s) regardless
-  (Volcano only ticks every second).
+  5 ms, or as long as the last session took, whichever is longer: under a
+  storm of changes sessions take at most half the loop, and each one handles
+  more of them) and a safety tick runs a session every ``period`` (1 s)
+  regardless (Volcano only ticks every second).
 - The ``root`` and ``default`` queues are created at start when missing.
-- Results are applied in order: bindings (``client.bind`` also marks the pod
-  PodScheduled=True, as the apiserver's binding subresource does) and their
-  ``Scheduled`` events; PodGroup status (whole-object update: the CRD has no
-  status subresource); Queue status; PodScheduled=False conditions; events.
-  Writes retry on Conflict with a fresh read.
-- What we wrote is remembered until the informers show it, so a session that
-  runs before the watch caught up neither re-binds a pod nor rewrites a status.
+- A session's decisions are written in the background (``WriteBack``), so the
+  next session never waits for the API server: bindings first (``client.bind``
+  also marks the pod PodScheduled=True, as the apiserver's binding subresource
+  does; each followed by its ``Scheduled`` event), then PodGroup status
+  (whole-object update: the CRD has no status subresource), Queue status and
+  PodScheduled=False conditions. Status writes retry on Conflict with a fresh
+  read.
+- Decided is as good as written for the next session: a pod is assumed bound
+  from the moment its binding is queued, and a status queued for writing is
+  what the snapshot shows, until the informers show the result (a refused bind
+  or a failed write is forgotten, and the next session decides again). So a
+  session that runs before the writes or the watch caught up neither re-binds
+  a pod nor rewrites a status.
 - Identical events (same object, reason and message as last time) are not
   emitted again; events are written in the background (``EventSink``), so a
   slow API server delays them, never a binding.
@@ -38,14 +46,16 @@ from phalanx.runtime.informer import Informer
 from phalanx.scheduler.cache import SnapshotCache
 from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.framework import SessionResult, check_config, run_session
+from phalanx.scheduler.info import BIND_IN_FLIGHT
 from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.snapshot import Snapshot
+from phalanx.scheduler.writeback import WriteBack
 
 log = logging.getLogger(__name__)
 
 MAX_RETRIES = 5
 EVENT_MEMORY = 8192
-WRITE_CONCURRENCY = 32
+WRITE_CONCURRENCY = 128
 
 
 def _monotonic() -> float:
@@ -109,7 +119,7 @@ class Scheduler:
     """``await Scheduler(client, clock).run()`` until ``stop()``."""
 
     def __init__(self, client: Client, clock: Clock | None = None, config: SchedulerConfig | None = None,
-                 name: str = "volcano", *, debounce: float = 0.005, period: float = 1.0,
+                 name: str = "volcano", *, debounce: float = 0.005, period: float = 1.0, pace: float = 1.0,
                  priority_classes: dict[str, int] | None = None,
                  informer_factory: Callable[[Client, str], Any] | None = None,
                  metrics: SchedulerMetrics | None = None) -> None:
@@ -120,6 +130,9 @@ class Scheduler:
         check_config(self.config)
         self.name = name
         self.debounce = debounce
+        # the pause after a wake is at least pace x the last session's (wall) duration; 0 in a
+        # simulation, where wall time must not steer virtual time
+        self.pace = pace
         self.period = period
         self.priority_classes = dict(priority_classes or {})
         self._informer_factory = informer_factory
@@ -128,8 +141,12 @@ class Scheduler:
         self._stopping = False
         self._sink: EventSink | None = None
         self._cache = SnapshotCache(self.priority_classes, self.config.default_queue, self.config.scheduler_names)
-        self._assumed: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, pod) -> (uid, node)
+        # (ns, pod) -> (uid, node, answered): bound by us, binding sent (answered: accepted by the server)
+        self._assumed: dict[tuple[str, str], tuple[str, str, bool]] = {}
         self._written: dict[tuple[str, str | None, str], Obj] = {}         # objects as we last wrote them
+        # status (PodGroup, Queue) or PodScheduled condition (Pod) queued for writing: key -> (uid, value)
+        self._pending: dict[tuple[str, str | None, str], tuple[str, dict]] = {}
+        self._writes = WriteBack(WRITE_CONCURRENCY)
         self._event_memory: OrderedDict[Any, dict[tuple[str, str], str]] = OrderedDict()
         self.sessions = 0
         self.last_result: SessionResult | None = None
@@ -144,22 +161,28 @@ class Scheduler:
             while not self._stopping:
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=self.period)
-                    if self.debounce > 0:
-                        await asyncio.sleep(self.debounce)  # coalesce a burst of changes
+                    pause = max(self.debounce, self.pace * self.last_session_seconds)
+                    if pause > 0:
+                        await asyncio.sleep(pause)  # coalesce a burst of changes
                 except asyncio.TimeoutError:
                     pass  # the periodic safety tick
                 if self._stopping:
                     break
                 self._wake.clear()
                 try:
-                    await self.run_once()
+                    self._cycle()
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("scheduler: session failed")
         finally:
+            await self._writes.stop()
             await self._stop_informers()
             await self.flush_events(stop=True)
+
+    async def settle(self) -> None:
+        """Wait until the decisions made so far are written."""
+        await self._writes.settle()
 
     async def flush_events(self, stop: bool = False) -> None:
         """Wait until the events emitted so far are written (``stop``: and end the writers)."""
@@ -222,6 +245,7 @@ class Scheduler:
         if obj is None:
             if kind == "Pod":
                 self._assumed.pop((ns or "default", name), None)
+            self._pending.pop((kind, ns, name), None)
             self._cache.delete(kind, ns, name)
             return
         obj = self._fresh(kind, obj)
@@ -229,11 +253,13 @@ class Scheduler:
             key = (ns or "default", name)
             assumed = self._assumed.get(key)
             if assumed is not None:
-                uid, node = assumed
+                uid, node, answered = assumed
                 if meta(obj).get("uid") != uid or (obj.get("spec") or {}).get("nodeName"):
                     del self._assumed[key]
                 else:
                     obj = {**obj, "spec": {**(obj.get("spec") or {}), "nodeName": node}}
+                    if not answered:
+                        obj[BIND_IN_FLIGHT] = True
         self._cache.put(kind, obj)
 
     def _relevant(self, kind: str, type_: str, obj: Obj, old: Obj | None) -> bool:
@@ -297,18 +323,36 @@ class Scheduler:
         return snap
 
     def _fresh(self, kind: str, obj: Obj) -> Obj:
-        """The informer's copy, or what we wrote if the watch has not caught up."""
+        """The informer's copy, or what we wrote if the watch has not caught up;
+        with the status (or pod condition) we queued for writing, if any."""
         key = (kind, namespace_of(obj), name_of(obj))
         mine = self._written.get(key)
-        if mine is None:
+        if mine is not None:
+            if meta(mine).get("uid") == meta(obj).get("uid") and resource_version(mine) > resource_version(obj):
+                obj = mine
+            else:
+                del self._written[key]
+        pending = self._pending.get(key)
+        if pending is None:
             return obj
-        if meta(mine).get("uid") == meta(obj).get("uid") and resource_version(mine) > resource_version(obj):
-            return mine
-        del self._written[key]
-        return obj
+        uid, value = pending
+        if uid != meta(obj).get("uid"):
+            del self._pending[key]
+            return obj
+        if kind != "Pod":
+            return {**obj, "status": value}
+        status = obj.get("status") or {}
+        conds = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") != "PodScheduled"]
+        return {**obj, "status": {**status, "conditions": [*conds, value]}}
 
     async def run_once(self) -> SessionResult:
-        """Build a snapshot, run one session, apply its result."""
+        """Build a snapshot, run one session, write its result (and wait for the writes)."""
+        result = self._cycle()
+        await self.settle()
+        return result
+
+    def _cycle(self) -> SessionResult:
+        """Build a snapshot, run one session, queue its writes."""
         t_snap = time.perf_counter()
         snap = self.build_snapshot()
         t0 = time.perf_counter()
@@ -318,51 +362,79 @@ class Scheduler:
         # of a long apply (100,000 binds of a burst).
         del snap
         t1 = time.perf_counter()
-        self.last_session_seconds = t1 - t0
+        self.last_session_seconds = t1 - t_snap
         self.metrics.session(t1 - t_snap, result.stats)
         result.stats = None  # its lists are the metrics' now
         self.sessions += 1
         self.last_result = result
-        await self.apply(result)
+        self.apply(result)
+        log.debug("scheduler: session %d: %d bindings, %d status writes; snapshot %.1f ms, session %.1f ms; "
+                  "%d writes queued", self.sessions, len(result.bindings),
+                  len(result.podgroup_status) + len(result.queue_status) + len(result.pod_conditions),
+                  (t0 - t_snap) * 1000, (t1 - t0) * 1000, self._writes.pending())
         return result
 
     # ---------------------------------------------------------------- apply
-    async def apply(self, result: SessionResult) -> None:
-        sem = asyncio.Semaphore(WRITE_CONCURRENCY)
-
-        async def limited(write: Any, *args: Any) -> None:
-            # The coroutine is made once a slot is free: one cancelled while
-            # waiting (the scheduler stopping) was never a coroutine.
-            async with sem:
-                await write(*args)
-
-        await asyncio.gather(*(limited(self._bind, ns, name, node) for ns, name, node in result.bindings))
-        await asyncio.gather(*(limited(self._write_podgroup, ns, name, st)
-                               for (ns, name), st in result.podgroup_status.items()))
-        await asyncio.gather(*(limited(self._write_queue, name, st) for name, st in result.queue_status.items()))
-        await asyncio.gather(*(limited(self._write_pod_condition, ns, name, cond)
-                               for (ns, name), cond in result.pod_conditions.items()))
+    def apply(self, result: SessionResult) -> None:
+        """Queue the session's writes; what they will write is what the next
+        snapshot shows from now on."""
+        for ns, name, node in result.bindings:
+            self._queue_bind(ns, name, node)
+        for (ns, name), st in result.podgroup_status.items():
+            self._queue_status("PodGroup", ns, name, st, self._write_podgroup)
+        for qname, st in result.queue_status.items():
+            self._queue_status("Queue", None, qname, st, self._write_queue)
+        for (ns, name), cond in result.pod_conditions.items():
+            self._queue_status("Pod", ns, name, cond, self._write_pod_condition)
         for ref, type_, reason, message in result.events:
             self._event(ref, type_, reason, message)
 
-    async def _bind(self, ns: str, name: str, node: str) -> None:
+    def _queue_bind(self, ns: str, name: str, node: str) -> None:
         pod = self._informers["Pod"].get(ns, name) if "Pod" in self._informers else None
+        assumed = (meta(pod).get("uid") or "" if pod else "", node, False)
+        self._assumed[(ns, name)] = assumed
+        self._refeed("Pod", ns, name)
+        self._writes.bind(lambda: self._bind(ns, name, node, pod, assumed))
+
+    def _queue_status(self, kind: str, ns: str | None, name: str, value: dict,
+                      write: Callable[[str | None, str, dict], Any]) -> None:
+        current = self._current(kind, ns, name)
+        if current is None:
+            return
+        key = (kind, ns, name)
+        entry = (meta(current).get("uid") or "", value)
+        self._pending[key] = entry
+
+        async def send() -> None:
+            try:
+                await write(ns, name, value)
+            finally:
+                if self._pending.get(key) is entry:
+                    del self._pending[key]
+                    self._refeed(kind, ns, name)
+
+        self._refeed(kind, ns, name)
+        self._writes.put(key, send)
+
+    async def _bind(self, ns: str, name: str, node: str, pod: Obj | None, assumed: tuple[str, str, bool]) -> None:
         start = time.perf_counter()
         try:
             await self.client.bind(ns, name, node)
-        except (Conflict, NotFound) as e:
-            self.metrics.bind_failed()
-            log.info("scheduler: binding %s/%s to %s refused: %s", ns, name, node, e)
-            return
         except Exception as e:
             self.metrics.bind_failed()
-            log.warning("scheduler: binding %s/%s to %s failed: %s", ns, name, node, e)
+            if isinstance(e, (Conflict, NotFound)):
+                log.info("scheduler: binding %s/%s to %s refused: %s", ns, name, node, e)
+            else:
+                log.warning("scheduler: binding %s/%s to %s failed: %s", ns, name, node, e)
+            if self._assumed.get((ns, name)) == assumed:
+                del self._assumed[(ns, name)]
+                self._refeed("Pod", ns, name)
             return
+        if self._assumed.get((ns, name)) == assumed:
+            self._assumed[(ns, name)] = (assumed[0], node, True)
+            self._refeed("Pod", ns, name)
         self.metrics.bound(self._age(pod), time.perf_counter() - start)
-        uid = meta(pod).get("uid") if pod else None
-        self._assumed[(ns, name)] = (uid or "", node)
-        self._refeed("Pod", ns, name)
-        ref = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid or ""}
+        ref = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": assumed[0]}
         self._event(ref, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
 
     def _age(self, pod: Obj | None) -> float | None:
@@ -373,11 +445,11 @@ class Scheduler:
             created = None
         return None if created is None else max(0.0, (self.clock.now() - created).total_seconds())
 
-    async def _write_podgroup(self, ns: str, name: str, status: dict) -> None:
+    async def _write_podgroup(self, ns: str | None, name: str, status: dict) -> None:
         # Volcano's PodGroup CRD has no status subresource: the whole object is written.
         await self._write_status("PodGroup", ns, name, status, self.client.update)
 
-    async def _write_queue(self, name: str, status: dict) -> None:
+    async def _write_queue(self, ns: str | None, name: str, status: dict) -> None:
         await self._write_status("Queue", None, name, status, self.client.update_status)
 
     async def _write_status(self, kind: str, ns: str | None, name: str, status: dict, write) -> None:
@@ -405,7 +477,7 @@ class Scheduler:
                 return
         log.warning("scheduler: %s %s kept conflicting; status not written", kind, where)
 
-    async def _write_pod_condition(self, ns: str, name: str, cond: dict) -> None:
+    async def _write_pod_condition(self, ns: str | None, name: str, cond: dict) -> None:
         current = await self._get("Pod", name, ns)  # full object: the informer's copy is trimmed
         for _ in range(MAX_RETRIES):
             if current is None or (current.get("spec") or {}).get("nodeName"):
