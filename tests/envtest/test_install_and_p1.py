@@ -133,6 +133,9 @@ async def test_p1_on_fake_nodes_succeeds_pods_and_services_are_the_originals(env
                 await kubelet.finish(name, 0)
             job = await wait_job(admin, rec, "PyTorchJob", "pytest", "Succeeded", 20)
             await wait_until(lambda: rec.states("PodGroup", "pytest")[-1:] == ["<deleted>"], 20, "PodGroup deleted")
+            # the job succeeds with the master: the recorder's watch may show a worker's completion later
+            await wait_until(lambda: all(rec.states("Pod", n)[-1:] == ["Completed"] for n in PT_PODS), 20,
+                             "every pod seen Completed")
         assert kubelet.errors == []
         assert rec.states("PyTorchJob", "pytest") == ["", "Created", "Running", "Succeeded"]
         assert job["status"]["conditions"][-1]["message"] == "PyTorchJob pytest is successfully completed."

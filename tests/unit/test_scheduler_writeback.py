@@ -4,10 +4,12 @@ written; a refused bind or a failed write is decided again)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
 from phalanx.objects.errors import ApiError, Conflict
+from phalanx.scheduler.info import JobInfo, TaskInfo
 from phalanx.scheduler.testing import gang, node, podgroup, queue
 from phalanx.scheduler.writeback import WriteBack
 from tests.unit.test_scheduler_shell import fake_scheduler, start
@@ -196,3 +198,16 @@ async def test_a_failed_status_write_is_forgotten_and_written_again_by_the_next_
     r2 = await sched.run_once()
     assert r2.podgroup_status[("default", "pytest")]["phase"] == "Running"
     assert [u["status"]["phase"] for u in client.updates if u["kind"] == "PodGroup"] == ["Running"]
+
+
+async def test_a_sessions_jobs_and_tasks_are_freed_without_the_cyclic_collector():
+    sched, client = fake_scheduler(world())
+    await start(sched)
+    gc.collect()
+    gc.disable()
+    try:
+        sched._cycle()
+        assert not [o for o in gc.get_objects() if isinstance(o, (JobInfo, TaskInfo))]
+    finally:
+        gc.enable()
+    await asyncio.wait_for(sched.settle(), 2)

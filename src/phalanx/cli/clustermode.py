@@ -40,6 +40,7 @@ from phalanx.objects.clock import Clock
 from phalanx.objects.errors import ApiError, NotFound
 from phalanx.objects.names import is_dns1123_label, is_dns1123_subdomain, is_dns_label
 from phalanx.runtime.events import EventRecorder
+from phalanx.runtime.gcpolicy import tune_for_long_running
 from phalanx.runtime.leaderelection import ElectionConfig, LeaderElectionLost, LeaderElector, default_namespace
 from phalanx.runtime.probes import Check, OpsEndpoints
 from phalanx.scheduler.config import SchedulerConfig
@@ -357,6 +358,7 @@ async def run_operator(conn: Connection, settings: OperatorSettings, say: Callab
                        stop_event: asyncio.Event | None = None) -> int:
     """The job controller until signalled; 1 when it cannot start."""
     client = conn.client("training-operator")
+    tune_for_long_running()
     try:
         scoped: Client = NamespaceScoped(client, settings.namespace) if settings.namespace else client
         if settings.local_runtime == "auto":
@@ -421,6 +423,7 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
     """The gang scheduler until signalled: schedules pods whose schedulerName is its
     own, and (Volcano's controller manager's part) gives those without a PodGroup one."""
     client = conn.client("phalanx-scheduler")
+    tune_for_long_running()
     try:
         config = SchedulerConfig(scheduler_name=settings.scheduler_name, default_queue=settings.default_queue)
         registry = process_registry()

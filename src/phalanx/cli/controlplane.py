@@ -31,6 +31,7 @@ import psutil
 from phalanx.cli.lazy import lazy_module
 from phalanx.config import ClusterConfig, load_config, make_private_dir
 from phalanx.node.home import phalanx_home
+from phalanx.runtime.gcpolicy import tune_for_long_running
 
 if TYPE_CHECKING:
     import asyncio
@@ -435,6 +436,7 @@ def stop_daemon(home: Path, timeout: float = 60.0) -> bool:
 async def serve_forever(home: Path, port: int = 0, *, controllers: bool = True, scheduler: bool = True,
                         plain_kubernetes: bool = False) -> None:
     """Foreground control plane until SIGTERM/SIGINT (what ``up`` runs)."""
+    tune_for_long_running()
     served = ServedCluster(home, load_config(home=home), port=port, controllers=controllers, scheduler=scheduler,
                            plain_kubernetes=plain_kubernetes)
     try:

@@ -341,10 +341,12 @@ class SnapshotCache:
         self._parse(key, builder, queues, dims, recorder, jobs)
         job = jobs.get((key[1], key[2])) if key[0] == "job" else None
         if job is not None:
-            if not is_settled(job):
-                self._records[key] = _Record(active=True)
+            settled = is_settled(job)
+            rec = self._settled_record(job, dims) if settled else _Record(active=True)
+            job.release()
+            if not settled:
+                self._records[key] = rec
                 return
-            rec = self._settled_record(job, dims)
         else:
             rec = _Record(active=False)  # pods outside any job of ours: they only occupy nodes
         rec.shares = recorder.shares

@@ -360,6 +360,7 @@ class Scheduler:
         # The snapshot (every waiting job's tasks and the pods they were parsed
         # from) is not needed to apply the result: not kept alive for the whole
         # of a long apply (100,000 binds of a burst).
+        snap.release()
         del snap
         t1 = time.perf_counter()
         self.last_session_seconds = t1 - t_snap

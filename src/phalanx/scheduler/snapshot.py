@@ -30,6 +30,12 @@ class Snapshot:
     # (SnapshotCache); their tasks are already counted on the nodes.
     settled: dict[str, QueueTotals] = field(default_factory=dict)
 
+    def release(self) -> None:
+        """Done with: every job's tasks dropped (``JobInfo.release``)."""
+        for job in self.jobs.values():
+            job.release()
+        self.jobs.clear()
+
     @property
     def node_map(self) -> dict[str, NodeInfo]:
         return {n.name: n for n in self.nodes}
