@@ -482,7 +482,7 @@ def check_response(server: ApiServer, method: str, path: str, body: bytes | None
     return status, reply
 
 
-_SAYS_WHAT = re.compile(r"unknown field|no matches for kind|does not match|\bkind\b|apiVersion|metadata|patch|"
+_SAYS_WHAT = re.compile(r"unknown field|no matches for kind|'Kind' is missing|does not match|\bkind\b|apiVersion|metadata|patch|"
                         r"dryRun|Invalid value|Unsupported value|binding|container|DeleteOptions")
 
 

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from phalanx.api.manifest import ManifestError, load_document
 from phalanx.api.meta import json_type_name
-from phalanx.api.registry import ResourceType
+from phalanx.api.registry import CUSTOM_RESOURCE_KINDS, ResourceType
 from phalanx.objects.errors import BadRequest, FieldError
 from phalanx.server import protobuf
 from phalanx.server.routes import Route
@@ -172,6 +172,7 @@ def decode(raw: bytes, media: str) -> Any:
 
 
 _JSON_MEDIA = ("", "application/json", "*/*", "application/yaml", "application/x-yaml", "text/yaml")
+_JSON_TEXT = ("", "application/json", "*/*")  # bodies quoted as sent in an error
 
 
 async def object_body(request: web.Request, rt: ResourceType) -> dict[str, Any]:
@@ -185,10 +186,26 @@ async def object_body(request: web.Request, rt: ResourceType) -> dict[str, Any]:
         accepted = "application/json, application/yaml" + (f", {protobuf.MEDIA_TYPE}" if proto else "")
         raise UnsupportedMedia(f"the body of the request was in an unknown format - accepted media types "
                                 f"include: {accepted}")
-    body = decode(await read_body(request), media)
+    raw = await read_body(request)
+    body = decode(raw, media)
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
+    if rt.kind in CUSTOM_RESOURCE_KINDS:
+        _check_custom_identity(body, rt, raw.decode(errors="replace") if media in _JSON_TEXT else None)
     return body
+
+
+def _check_custom_identity(body: dict[str, Any], rt: ResourceType, raw: str | None) -> None:
+    """kube-apiserver's decoding of a custom resource: no kind, or no apiVersion, is a 400 in
+    apimachinery's words (the body quoted, then its first 30 characters)."""
+    if body.get("kind") in (None, ""):
+        text = raw if raw is not None else json.dumps(body, separators=(",", ":"))
+        short = text if len(text) <= 30 else text[:30] + " ..."
+        raise BadRequest(f"the object provided is unrecognized (must be of type {rt.kind}): "
+                         f"Object 'Kind' is missing in '{text}' ({short})")
+    if body.get("apiVersion") in (None, ""):
+        raise BadRequest(f"the API version in the data () does not match the expected API version "
+                         f"({rt.api_version})")
 
 
 def _identity_error(path: str, value: Any, detail: str) -> BadRequest:
