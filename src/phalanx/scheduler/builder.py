@@ -22,6 +22,11 @@ from phalanx.scheduler.info import (
 )
 
 ANNOTATION_TASK_PRIORITY = "volcano.sh/task-priority"
+# Volcano api/pod_info.go GetPodPreemptable: annotation, else label; anything but "false" is true.
+ANNOTATION_PREEMPTABLE = "volcano.sh/preemptable"
+# Volcano plugins/conformance: pods never evicted.
+SYSTEM_NAMESPACE = "kube-system"
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 DEFAULT_MAX_PODS = 110  # kubelet's default maxPods, for a node that declares none
 
 
@@ -139,6 +144,8 @@ class SnapshotBuilder:
     def __init__(self, priority_classes: dict[str, int], default_queue: str, scheduler_names: frozenset[str],
                  object_cache: ObjectCache | None = None) -> None:
         self.object_cache = object_cache
+        # PriorityClass name -> value; the key "" holds the globalDefault class's value, which a
+        # PodGroup without a class or with an unknown one gets (Volcano's defaultPriority)
         self.priority_classes = priority_classes
         self.default_queue = default_queue
         self.scheduler_names = scheduler_names
@@ -286,7 +293,8 @@ class SnapshotBuilder:
                     uid=str(meta.get("uid") or f"{ns}/{name}"), namespace=ns, name=name, queue=queue,
                     podgroup=pg, min_available=mm, task_min_available=mtm,
                     task_min_available_total=sum(mtm.values()), min_resources=min_res,
-                    min_resources_mask=mask, priority=int(self.priority_classes.get(pcn, 0)),
+                    min_resources_mask=mask,
+                    priority=int(self.priority_classes.get(pcn, self.priority_classes.get("", 0))),
                     creation=_timestamp(meta), phase=str(status.get("phase") or ""),
                     conditions=conds, allocated=dims.zero(),
                 )
@@ -338,12 +346,16 @@ class SnapshotBuilder:
                     except (TypeError, ValueError):
                         pass
                 sk = spec_keys.setdefault((tuple(init), tuple(resreq), nzc, nzm, constraints), len(spec_keys))
+                preemptable = ann.get(ANNOTATION_PREEMPTABLE, labels.get(ANNOTATION_PREEMPTABLE))
                 t = TaskInfo(
                     uid=uid, namespace=ns, name=name, job=job, pod=p,  # type: ignore[arg-type]
                     role=role, priority=int(prio) if isinstance(prio, int) else 0, status=status,
                     node_name=node_name, resreq=resreq, init_resreq=init, nz_cpu=nzc, nz_mem=nzm,
                     best_effort=R.is_empty(init), index=_pod_index(name), creation=_timestamp(meta),
                     spec_key=sk, per_node=per_node,
+                    preemptable=str(preemptable).strip().lower() != "false" if preemptable is not None else True,
+                    may_preempt=spec.get("preemptionPolicy") != "Never",
+                    critical=ns == SYSTEM_NAMESPACE or spec.get("priorityClassName") in CRITICAL_PRIORITY_CLASSES,
                 )
                 if on_node is not None and status not in COMPLETED_STATUS:
                     on_node.add_task(t, status)

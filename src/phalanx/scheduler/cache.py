@@ -37,8 +37,6 @@ from phalanx.scheduler.builder import (
     queue_resource_names,
 )
 from phalanx.scheduler.info import (
-    ALLOCATED_STATUS,
-    PENDING,
     PIPELINED,
     RELEASING,
     JobInfo,
@@ -70,6 +68,7 @@ class _Record:
     active: bool
     queue: str = ""            # a settled job's queue ("" for pods outside jobs)
     phase: str = ""
+    priority: int = 0
     allocated: list[float] = field(default_factory=list)
     request: list[float] = field(default_factory=list)
     inqueue: list[float] = field(default_factory=list)
@@ -271,8 +270,20 @@ class SnapshotCache:
             if name in queues:
                 tot = self._totals(name, dims)
                 settled[name] = QueueTotals(list(tot.allocated), list(tot.request), list(tot.inqueue),
-                                            list(tot.elastic), dict(tot.phases))
-        return Snapshot(dims=dims, nodes=nodes, queues=queues, jobs=jobs, skipped=builder.skipped, settled=settled)
+                                            list(tot.elastic), dict(tot.phases), dict(tot.priorities))
+
+        def load_settled() -> list[JobInfo]:
+            """The settled jobs, parsed (a session that looks for preemption victims needs their
+            tasks); their tasks are already counted on the nodes, so they are parsed against a
+            stand-in node map."""
+            loaded: dict[tuple[str, str], JobInfo] = {}
+            for name in sorted(settled):
+                for key in sorted(self._queue_members.get(name, ())):
+                    self._parse(key, builder, queues, dims, _ShareRecorder(), loaded)
+            return [loaded[k] for k in sorted(loaded)]
+
+        return Snapshot(dims=dims, nodes=nodes, queues=queues, jobs=jobs, skipped=builder.skipped, settled=settled,
+                        load_settled=load_settled)
 
     def _nodes(self, builder: SnapshotBuilder, dims: R.Dims) -> list[NodeInfo]:
         """The Ready nodes with their settled tasks counted: parsed again when a
@@ -361,14 +372,9 @@ class SnapshotCache:
 
     @staticmethod
     def _settled_record(job: JobInfo, dims: R.Dims) -> _Record:
-        request = dims.zero()
-        for status, tasks in job.index.items():
-            if status in ALLOCATED_STATUS or status == PENDING:
-                for t in tasks.values():
-                    R.add(request, t.resreq)
-        return _Record(active=False, queue=job.queue, phase=job.phase, allocated=list(job.allocated),
-                       request=request, inqueue=job.inqueue_claim() or dims.zero(),
-                       elastic=R.exceeded_part(job.allocated, job.min_resources or dims.zero()))
+        allocated, request, inqueue, elastic = job.totals(dims)
+        return _Record(active=False, queue=job.queue, phase=job.phase, priority=job.priority, allocated=allocated,
+                       request=request, inqueue=inqueue, elastic=elastic)
 
     def _forget(self, key: RecordKey) -> None:
         rec = self._records.pop(key, None)
@@ -428,6 +434,8 @@ class SnapshotCache:
                 R.add(tot.inqueue, rec.inqueue)
                 R.add(tot.elastic, rec.elastic)
                 tot.phases[rec.phase] = tot.phases.get(rec.phase, 0) + 1
+                if not R.is_empty(rec.allocated):
+                    tot.priorities[rec.priority] = tot.priorities.get(rec.priority, 0) + 1
             self._queue_totals[queue] = tot
         return tot
 

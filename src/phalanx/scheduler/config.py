@@ -1,10 +1,14 @@
 """Scheduler configuration: actions, plugin tiers and plugin arguments.
 
-Mirrors Volcano's default ``volcano-scheduler.conf``:
-actions "enqueue, allocate, backfill"; tier 1 priority, gang; tier 2
-overcommit, predicates, proportion, nodeorder, binpack (drf and conformance
-are not implemented: drf's ordering is replaced by creation time, and
-conformance only guards preemption, which Phalanx does not run).
+Mirrors Volcano's default ``volcano-scheduler.conf``: tier 1 priority, gang,
+conformance; tier 2 overcommit, predicates, proportion, nodeorder, binpack
+(drf is not implemented: its ordering is replaced by creation time). The
+actions differ on purpose: "enqueue, allocate, preempt, reclaim, backfill"
+(Volcano's default leaves preempt and reclaim out). Without them a queue that
+borrowed idle capacity never gives it back and a high-priority job waits
+behind low-priority ones; with them, preemption and reclaim are gang-safe
+(plugins/gang) and stop at each queue's deserved share (plugins/proportion),
+and a cluster with one queue and one priority sees no eviction at all.
 
 Default weights differ from Volcano's in one place, on purpose: binpack
 weight 10 instead of 1. With Volcano's 1/1/1 (binpack, leastrequested,
@@ -20,9 +24,10 @@ from dataclasses import dataclass, field
 
 from phalanx.api.constants import DEFAULT_QUEUE, SCHEDULER_NAME
 
-DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "backfill")
+DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+VOLCANO_DEFAULT_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "backfill")
 DEFAULT_TIERS: tuple[tuple[str, ...], ...] = (
-    ("priority", "gang"),
+    ("priority", "gang", "conformance"),
     ("overcommit", "predicates", "proportion", "nodeorder", "binpack"),
 )
 

@@ -2,7 +2,7 @@
 
 A pure function: snapshot in, decisions out. ``run_session`` opens a Session
 (the configured plugins register in tier order), runs the configured actions
-(enqueue, allocate, backfill), and closes it as Volcano's CloseSession does:
+(enqueue, allocate, preempt, reclaim, backfill), and closes it as Volcano's CloseSession does:
 plugins write their conditions, then the job updater recomputes every job's
 PodGroup status, its pending pods' PodScheduled=False condition and every
 queue's status. Only what changed is returned; the shell writes it. This is
@@ -28,7 +28,7 @@ from phalanx.scheduler.job_updater import JobUpdater, write_admission_conditions
 from phalanx.scheduler.plugins import PLUGINS
 from phalanx.scheduler.plugins.gang import unready_tasks
 from phalanx.scheduler.plugins.proportion import ProportionPlugin
-from phalanx.scheduler.session import Event, Session
+from phalanx.scheduler.session import Event, Eviction, Session, pod_ref
 from phalanx.scheduler.snapshot import Snapshot
 
 
@@ -56,9 +56,21 @@ class SessionStats:
     queues: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class EvictionResult:
+    """A pod to evict: its DisruptionTarget condition says ``message``."""
+    namespace: str
+    name: str
+    uid: str
+    action: str  # "preempt" | "reclaim"
+    message: str
+
+
 @dataclass
 class SessionResult:
     bindings: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, node), commit order
+    evictions: list[EvictionResult] = field(default_factory=list)  # commit order
+    queue_annotations: dict[str, dict[str, str | None]] = field(default_factory=dict)  # changes only
     podgroup_status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     queue_status: dict[str, dict[str, Any]] = field(default_factory=dict)
     pod_conditions: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -69,7 +81,8 @@ class SessionResult:
 
     @property
     def empty(self) -> bool:
-        return not (self.bindings or self.podgroup_status or self.queue_status or self.pod_conditions or self.events)
+        return not (self.bindings or self.evictions or self.podgroup_status or self.queue_status
+                    or self.queue_annotations or self.pod_conditions or self.events)
 
 
 def check_config(config: SchedulerConfig) -> None:
@@ -95,6 +108,7 @@ def open_session(snapshot: Snapshot, config: SchedulerConfig, now: datetime,
 def close_session(ssn: Session, observer: SessionObserver | None = None) -> SessionResult:
     """Admission conditions, then the plugins' close, then the job updater."""
     result = SessionResult(bindings=list(ssn.bindings), session_uid=ssn.uid, skipped=list(ssn.snapshot.skipped))
+    result.evictions = eviction_results(ssn)
     write_admission_conditions(ssn)
     ssn.close(observer.plugin if observer is not None else None)
     if observer is not None:
@@ -104,8 +118,33 @@ def close_session(ssn: Session, observer: SessionObserver | None = None) -> Sess
     result.podgroup_status = updater.podgroup_status
     result.queue_status = updater.queue_status
     result.pod_conditions = updater.pod_conditions
+    result.queue_annotations = updater.queue_annotations
     result.events = ssn.events
     return result
+
+
+def eviction_results(ssn: Session) -> list[EvictionResult]:
+    """The committed evictions, with their events: ``Evict`` on each pod (Volcano's words), and one
+    ``Preempted``/``Reclaimed`` per victim job naming its pods and who took them."""
+    out: list[EvictionResult] = []
+    per_job: dict[tuple[str, str], list[Eviction]] = {}
+    for e in ssn.evictions:
+        t = e.task
+        out.append(EvictionResult(t.namespace, t.name, str((t.pod.get("metadata") or {}).get("uid") or ""),
+                                  e.action, e.message))
+        ssn.record_event(pod_ref(t), "Warning", "Evict", f"Pod is evicted, because of {e.action}: {e.message}")
+        per_job.setdefault(t.job.key, []).append(e)
+    for key in sorted(per_job):
+        evs = per_job[key]
+        job, by = evs[0].task.job, evs[0].preemptor.job
+        names = ", ".join(sorted(e.task.name for e in evs))
+        if evs[0].action == "preempt":
+            reason, why = "Preempted", f"by job {by.namespace}/{by.name} (priority {by.priority} > {job.priority})"
+        else:
+            reason, why = "Reclaimed", (f'for job {by.namespace}/{by.name} of queue "{by.queue}": queue '
+                                        f'"{job.queue}" is above its deserved share')
+        ssn.record_podgroup_event(job, "Warning", reason, f"{len(evs)} pod(s) evicted {why}: {names}")
+    return out
 
 
 def session_stats(ssn: Session) -> SessionStats:
@@ -159,5 +198,5 @@ def run_session(snapshot: Snapshot, config: SchedulerConfig | None = None, now: 
     return close_session(ssn, observer)
 
 
-__all__ = ["SessionObserver", "SessionResult", "SessionStats", "check_config", "close_session", "open_session",
+__all__ = ["EvictionResult", "SessionObserver", "SessionResult", "SessionStats", "check_config", "close_session", "open_session",
            "run_session", "session_stats"]

@@ -91,6 +91,9 @@ class TaskInfo:
     spec_key: int  # tasks with equal keys have identical requests and node constraints
     per_node: bool = False  # node constraints depend on the node's name (matchFields)
     last_tx: tuple[str, str] | None = None  # (status, node) of the last discarded placement
+    preemptable: bool = True  # may be evicted (``volcano.sh/preemptable`` annotation or label, default true)
+    may_preempt: bool = True  # may evict others (``spec.preemptionPolicy`` is not ``Never``)
+    critical: bool = False  # a system pod (kube-system, system-*-critical): never evicted (conformance)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -167,6 +170,17 @@ class JobInfo:
         t.status = status
         self.index.setdefault(status, {})[t.uid] = t
 
+    def totals(self, dims: R.Dims) -> tuple[list[float], list[float], list[float], list[float]]:
+        """(allocated, request, inqueue, elastic): what the job adds to its queue's sums
+        (the proportion plugin's per-queue figures, ``QueueTotals``)."""
+        request = dims.zero()
+        for status, tasks in self.index.items():
+            if status in ALLOCATED_STATUS or status == PENDING:
+                for t in tasks.values():
+                    R.add(request, t.resreq)
+        return (list(self.allocated), request, self.inqueue_claim() or dims.zero(),
+                R.exceeded_part(self.allocated, self.min_resources or dims.zero()))
+
     def count(self, *statuses: str) -> int:
         idx = self.index
         return sum(len(idx[s]) for s in statuses if s in idx)
@@ -189,6 +203,10 @@ class JobInfo:
 
     def is_pending(self) -> bool:
         return self.phase in ("", PG_PENDING)
+
+    def is_starving(self) -> bool:
+        """Volcano JobInfo.IsStarving: fewer tasks placed or waiting than the gang needs."""
+        return self.waiting_task_num() + self.ready_task_num() < self.min_available
 
     def allocated_task_num(self) -> int:
         return self.count(*ALLOCATED_STATUS, SUCCEEDED)
@@ -345,9 +363,32 @@ class QueueTotals:
     elastic: list[float]
     phases: dict[str, int] = field(default_factory=dict)  # PodGroup phase -> number of jobs
 
+    # priority -> number of the settled jobs holding resources: whether any of them could be a
+    # preemption victim, without parsing them
+    priorities: dict[int, int] = field(default_factory=dict)
+
     @classmethod
     def zero(cls, dims: R.Dims) -> "QueueTotals":
         return cls(dims.zero(), dims.zero(), dims.zero(), dims.zero())
+
+    def remove(self, job: JobInfo, dims: R.Dims) -> None:
+        """Take out a settled job that a session has parsed after all (``Session.load_settled``)."""
+        allocated, request, inqueue, elastic = job.totals(dims)
+        R.sub(self.allocated, allocated)
+        R.sub(self.request, request)
+        R.sub(self.inqueue, inqueue)
+        R.sub(self.elastic, elastic)
+        n = self.phases.get(job.phase, 0) - 1
+        if n > 0:
+            self.phases[job.phase] = n
+        else:
+            self.phases.pop(job.phase, None)
+        if not R.is_empty(allocated):
+            m = self.priorities.get(job.priority, 0) - 1
+            if m > 0:
+                self.priorities[job.priority] = m
+            else:
+                self.priorities.pop(job.priority, None)
 
 
 def fullness(node: NodeInfo) -> float:

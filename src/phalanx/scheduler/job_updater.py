@@ -58,6 +58,7 @@ class JobUpdater:
         self.podgroup_status: dict[tuple[str, str], PodGroupStatus] = {}
         self.queue_status: dict[str, dict[str, Any]] = {}
         self.pod_conditions: dict[tuple[str, str], dict[str, Any]] = {}
+        self.queue_annotations: dict[str, dict[str, str | None]] = {}
 
     def update_all(self) -> None:
         ssn = self.ssn
@@ -160,6 +161,14 @@ class JobUpdater:
                 new["state"] = "Open"
             if _queue_changed(dims, old, new, allocated[name]):
                 self.queue_status[name] = new
+            wanted = ssn.queue_annotations.get(name)
+            if wanted:
+                have = (q.queue.get("metadata") or {}).get("annotations") or {}
+                if not isinstance(have, dict):
+                    have = {}
+                diff = {k: v for k, v in wanted.items() if have.get(k) != v}
+                if diff:
+                    self.queue_annotations[name] = diff
 
 
 def _original_phase(job: JobInfo) -> str:

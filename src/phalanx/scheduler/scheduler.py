@@ -81,8 +81,9 @@ def trim_pod(pod: Obj) -> Obj:
             out["restartPolicy"] = c["restartPolicy"]
         return out
 
-    keep_spec = {k: spec[k] for k in ("schedulerName", "nodeName", "priority", "nodeSelector", "affinity",
-                                      "tolerations", "overhead") if k in spec}
+    keep_spec = {k: spec[k] for k in ("schedulerName", "nodeName", "priority", "priorityClassName",
+                                      "preemptionPolicy", "nodeSelector", "affinity", "tolerations", "overhead")
+                 if k in spec}
     keep_spec["containers"] = [container(c) for c in spec.get("containers") or []]
     if spec.get("initContainers"):
         keep_spec["initContainers"] = [container(c) for c in spec["initContainers"]]

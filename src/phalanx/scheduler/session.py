@@ -13,6 +13,18 @@ session, and the session combines the callbacks with Volcano's rules
 - Overused: OR over all plugins;
 - JobEnqueueable, JobPipelined (votes +1/0/-1): any Reject -> False at once;
   a tier with a Permit -> True without looking further; all abstain -> True;
+- JobStarving: AND over the first tier that registers any; none -> False;
+- Preemptive: AND over all plugins;
+- Preemptable, Reclaimable (victim lists; None abstains): the lists of every
+  plugin that answers are intersected, over all tiers; an empty list vetoes;
+  no answer at all allows nobody. (Volcano lets the first tier with an answer
+  decide: with its default tiers gang and conformance answer in tier 1, so
+  proportion's "only down to deserved" in tier 2 is never asked);
+- PreemptPossible, ReclaimPossible: AND over all plugins; a cheap test, before
+  the settled jobs are parsed, that a victim can exist at all;
+- victim groups: the first plugin that answers says which tasks must be
+  evicted together with a victim (gang: the whole gang, once it has no pods
+  to spare); none -> the victim alone;
 - node scores: the sum over plugins.
 """
 from __future__ import annotations
@@ -35,6 +47,7 @@ ABSTAIN = 0
 REJECT = -1
 
 ObjectRef = dict[str, str]
+VictimFn = Callable[[TaskInfo, list[TaskInfo]], "list[TaskInfo] | None"]
 Event = tuple[ObjectRef, str, str, str]  # (involved object, type, reason, message)
 PluginTimer = Callable[[str, str, float], None]  # (plugin, "OnSessionOpen"|"OnSessionClose", seconds)
 
@@ -44,6 +57,16 @@ class ValidateResult:
     passed: bool
     reason: str = ""
     message: str = ""
+
+
+@dataclass
+class Eviction:
+    """A victim of a committed preemption or reclaim: ``action`` is "preempt" or "reclaim";
+    ``message`` is the victim's DisruptionTarget condition message."""
+    task: TaskInfo
+    action: str
+    message: str
+    preemptor: TaskInfo
 
 
 class Plugin:
@@ -97,7 +120,12 @@ class Session:
             R.add(self.total_resource, n.allocatable)
         self.events: list[Event] = []
         self.bindings: list[tuple[str, str, str]] = []
+        self.evictions: list[Eviction] = []
+        # queue -> annotation -> value (None: remove), as the plugins want them at close
+        self.queue_annotations: dict[str, dict[str, str | None]] = {}
         self.plugins: list[Plugin] = []
+        self._settled_loaded = snapshot.load_settled is None
+        self._node_tasks: dict[str, list[TaskInfo]] | None = None
 
         self._tier = 0
         self._job_order: list[Callable[[JobInfo], Any]] = []
@@ -110,6 +138,13 @@ class Session:
         self._job_enqueued: list[Callable[[JobInfo], None]] = []
         self._allocatable: list[Callable[[QueueInfo, TaskInfo], bool]] = []
         self._overused: list[Callable[[QueueInfo], bool]] = []
+        self._job_starving: list[list[Callable[[JobInfo], bool]]] = []
+        self._preemptive: list[Callable[[QueueInfo, TaskInfo], bool]] = []
+        self._preemptable: list[list[VictimFn]] = []
+        self._reclaimable: list[list[VictimFn]] = []
+        self._victim_group: list[Callable[[TaskInfo], list[TaskInfo] | None]] = []
+        self._preempt_possible: list[Callable[[JobInfo], bool]] = []
+        self._reclaim_possible: list[Callable[[JobInfo], bool]] = []
         self.predicate_fns: list[Callable[[TaskInfo, NodeInfo], str | None]] = []
         self.node_order_fns: list[Callable[[TaskInfo, NodeInfo], float]] = []
         self.allocate_handlers: list[Callable[[TaskInfo], None]] = []
@@ -125,6 +160,9 @@ class Session:
             self._tier = t
             self._job_pipelined.append([])
             self._job_enqueueable.append([])
+            self._job_starving.append([])
+            self._preemptable.append([])
+            self._reclaimable.append([])
             for plugin in tier:
                 self.plugins.append(plugin)
                 if timer is None:
@@ -168,6 +206,33 @@ class Session:
 
     def add_job_enqueued_fn(self, fn: Callable[[JobInfo], None]) -> None:
         self._job_enqueued.append(fn)
+
+    def add_job_starving_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        self._job_starving[self._tier].append(fn)
+
+    def add_preemptive_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
+        """fn(queue, task): may the queue take resources back for the task (reclaim)?"""
+        self._preemptive.append(fn)
+
+    def add_preemptable_fn(self, fn: VictimFn) -> None:
+        """fn(preemptor, candidates): the candidates it allows to be evicted, or None to abstain."""
+        self._preemptable[self._tier].append(fn)
+
+    def add_reclaimable_fn(self, fn: VictimFn) -> None:
+        """fn(reclaimer, candidates): the candidates it allows to be evicted, or None to abstain."""
+        self._reclaimable[self._tier].append(fn)
+
+    def add_preempt_possible_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        """fn(job): False when no task of this session could be a victim of the job in preempt."""
+        self._preempt_possible.append(fn)
+
+    def add_reclaim_possible_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        """fn(job): False when no task of this session could be a victim of the job in reclaim."""
+        self._reclaim_possible.append(fn)
+
+    def add_victim_group_fn(self, fn: Callable[[TaskInfo], list[TaskInfo] | None]) -> None:
+        """fn(victim): the tasks to evict with it (itself included), or None to abstain."""
+        self._victim_group.append(fn)
 
     def add_allocatable_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
         self._allocatable.append(fn)
@@ -240,6 +305,85 @@ class Session:
     def job_enqueued(self, job: JobInfo) -> None:
         for fn in self._job_enqueued:
             fn(job)
+
+    def job_starving(self, job: JobInfo) -> bool:
+        for tier in self._job_starving:
+            if tier:
+                return all(fn(job) for fn in tier)
+        return False
+
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return all(fn(queue, task) for fn in self._preemptive)
+
+    def preempt_possible(self, job: JobInfo) -> bool:
+        return all(fn(job) for fn in self._preempt_possible)
+
+    def reclaim_possible(self, job: JobInfo) -> bool:
+        return all(fn(job) for fn in self._reclaim_possible)
+
+    @staticmethod
+    def _victims(tiers: list[list[VictimFn]], task: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        allowed: set[int] | None = None
+        for tier in tiers:
+            for fn in tier:
+                got = fn(task, candidates)
+                if got is None:
+                    continue
+                ids = {id(t) for t in got}
+                allowed = ids if allowed is None else allowed & ids
+                if not allowed:
+                    return []
+        if allowed is None:
+            return []
+        return [t for t in candidates if id(t) in allowed]
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """The candidates the plugins let ``preemptor`` evict (in the candidates' order)."""
+        return self._victims(self._preemptable, preemptor, candidates)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """The candidates the plugins let ``reclaimer`` take back for its queue (in order)."""
+        return self._victims(self._reclaimable, reclaimer, candidates)
+
+    def victim_group(self, victim: TaskInfo) -> list[TaskInfo]:
+        for fn in self._victim_group:
+            group = fn(victim)
+            if group is not None:
+                return group
+        return [victim]
+
+    # ---------------------------------------------------------------- victims
+    def load_settled(self) -> None:
+        """Make every job a task-level view (victims may be in jobs the snapshot kept as sums):
+        the settled jobs join ``jobs`` and leave their queues' sums, so every figure stays the
+        same. Once per session; a no-op for a snapshot that has every job."""
+        if self._settled_loaded:
+            return
+        self._settled_loaded = True
+        self._node_tasks = None
+        load = self.snapshot.load_settled
+        if load is None:
+            return
+        for job in load():
+            if job.key in self.jobs:
+                continue
+            tot = self.snapshot.settled.get(job.queue)
+            if tot is not None:
+                tot.remove(job, self.dims)
+            self.jobs[job.key] = job
+
+    def node_tasks(self) -> dict[str, list[TaskInfo]]:
+        """Node name -> the tasks of this session's jobs placed there (any status), best first."""
+        if self._node_tasks is None:
+            by_node: dict[str, list[TaskInfo]] = {}
+            for key in sorted(self.jobs):
+                for t in self.jobs[key].tasks.values():
+                    if t.node_name:
+                        by_node.setdefault(t.node_name, []).append(t)
+            for tasks in by_node.values():
+                tasks.sort(key=self.task_order_key)
+            self._node_tasks = by_node
+        return self._node_tasks
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         for fn in self._allocatable:

@@ -10,7 +10,7 @@ place.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from phalanx.api.constants import DEFAULT_QUEUE, SCHEDULER_NAME
 from phalanx.scheduler import resources as R
@@ -29,6 +29,9 @@ class Snapshot:
     # Jobs left out of ``jobs`` because a session would not change them
     # (SnapshotCache); their tasks are already counted on the nodes.
     settled: dict[str, QueueTotals] = field(default_factory=dict)
+    # Parses the settled jobs (each once): for a session that needs them after all (preemption
+    # victims). Their tasks are not added to the nodes again.
+    load_settled: Callable[[], list[JobInfo]] | None = None
 
     def release(self) -> None:
         """Done with: every job's tasks dropped (``JobInfo.release``)."""

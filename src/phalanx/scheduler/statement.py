@@ -1,15 +1,16 @@
-"""Tentative placements of one job, committed only if its gang is ready.
+"""Tentative placements and evictions of one job, committed only if its gang is ready (or pipelined).
 
-Volcano framework/statement.go: Allocate and Pipeline change the session's
-view at once (task status, node accounting, plugin event handlers), Discard
-undoes them in reverse and remembers where each task could have gone (for the
-"can possibly be assigned to" message), Commit turns Allocated into Binding
-and hands the binding out. All-or-nothing lives here and nowhere else.
+Volcano framework/statement.go: Allocate, Pipeline and Evict change the
+session's view at once (task status, node accounting, plugin event handlers),
+Discard undoes them in reverse and remembers where each task could have gone
+(for the "can possibly be assigned to" message), Commit turns Allocated into
+Binding and hands the binding out, and hands the evictions out. All-or-nothing
+lives here and nowhere else.
 """
 from __future__ import annotations
 
-from phalanx.scheduler.info import ALLOCATED, BINDING, PENDING, PIPELINED, NodeInfo, TaskInfo
-from phalanx.scheduler.session import Session
+from phalanx.scheduler.info import ALLOCATED, BINDING, PENDING, PIPELINED, RELEASING, NodeInfo, TaskInfo
+from phalanx.scheduler.session import Eviction, Session
 
 
 def _place(ssn: Session, task: TaskInfo, node: NodeInfo, status: str) -> None:
@@ -39,12 +40,30 @@ def _dispatch(ssn: Session, task: TaskInfo) -> None:
     ssn.bindings.append((task.namespace, task.name, task.node_name))
 
 
+def _release(ssn: Session, task: TaskInfo, node: NodeInfo, status: str) -> None:
+    """A placed task changes status on its node (Volcano NodeInfo.UpdateTask): Releasing keeps
+    its resources in use until the pod is gone, but they count as coming back (FutureIdle)."""
+    node.remove_task(task, task.status)
+    task.job.update_task_status(task, status)
+    node.add_task(task, status)
+    ssn.index.update(node)
+    for h in (ssn.deallocate_handlers if status == RELEASING else ssn.allocate_handlers):
+        h(task)
+
+
 class Statement:
-    __slots__ = ("ssn", "ops")
+    __slots__ = ("ssn", "ops", "evicted")
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self.ops: list[tuple[TaskInfo, NodeInfo]] = []
+        # (victim, its status before, its node, the eviction to hand out)
+        self.evicted: list[tuple[TaskInfo, str, NodeInfo, Eviction]] = []
+
+    def evict(self, task: TaskInfo, node: NodeInfo, eviction: Eviction) -> None:
+        """The victim turns Releasing: its queue and job no longer count it as allocated."""
+        self.evicted.append((task, task.status, node, eviction))
+        _release(self.ssn, task, node, RELEASING)
 
     def allocate(self, task: TaskInfo, node: NodeInfo) -> None:
         _place(self.ssn, task, node, ALLOCATED)
@@ -58,8 +77,14 @@ class Statement:
         for task, node in reversed(self.ops):
             _unplace(self.ssn, task, node)
         self.ops.clear()
+        for task, status, node, _ in reversed(self.evicted):
+            _release(self.ssn, task, node, status)
+        self.evicted.clear()
 
     def commit(self) -> None:
+        for task, _status, _node, eviction in self.evicted:
+            self.ssn.evictions.append(eviction)
+        self.evicted.clear()
         for task, _node in self.ops:
             if task.status == ALLOCATED:
                 _dispatch(self.ssn, task)

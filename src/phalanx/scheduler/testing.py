@@ -165,6 +165,27 @@ class World:
             conds = [c for c in p["status"].get("conditions") or [] if c.get("type") != "PodScheduled"]
             conds.append(cond)
             p["status"]["conditions"] = conds
+        for name, changes in result.queue_annotations.items():
+            ann = self.queue(name)["metadata"].setdefault("annotations", {})
+            for k, v in changes.items():
+                if v is None:
+                    ann.pop(k, None)
+                else:
+                    ann[k] = v
+        for e in result.evictions:
+            p = pods[(e.namespace, e.name)]
+            assert not p["metadata"].get("deletionTimestamp"), f"{e.namespace}/{e.name} evicted twice"
+            p["metadata"]["deletionTimestamp"] = T0
+            conds = [c for c in p["status"].get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+            conds.append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                          "message": e.message})
+            p["status"]["conditions"] = conds
+
+    def finish_evicted_pods(self) -> list[dict]:
+        """The node agents' part: evicted pods end and are removed; returns them."""
+        gone = [p for p in self.pods if p["metadata"].get("deletionTimestamp")]
+        self.pods = [p for p in self.pods if not p["metadata"].get("deletionTimestamp")]
+        return gone
 
     def start_bound_pods(self) -> None:
         """The node agents' part: bound pods start running."""

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from phalanx.scheduler.actions import allocate, backfill, enqueue
+from phalanx.scheduler.actions import allocate, backfill, enqueue, preempt, reclaim
 from phalanx.scheduler.session import Session
 
 ACTIONS: dict[str, Callable[[Session], None]] = {
     "enqueue": enqueue.execute,
     "allocate": allocate.execute,
+    "preempt": preempt.execute,
+    "reclaim": reclaim.execute,
     "backfill": backfill.execute,
 }

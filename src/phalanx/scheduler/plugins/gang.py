@@ -15,6 +15,12 @@ Phalanx deviations from Volcano:
   earlier session is turned ``False`` (Volcano leaves both True);
 - a job refused at admission keeps the refusal as its condition (reason
   QueueCapabilityExceeded/NotEnoughResources/QueueClosed), not the gang message.
+
+Preemption and reclaim (gang-safe): JobStarving is Volcano's IsStarving (fewer
+tasks placed or waiting than minMember). A job gives up the pods it has above
+minMember one by one; a victim of a job with no pod to spare takes all of the
+job's running pods with it (its victim group), so no gang is ever left running
+below minMember. (Volcano's gang vote instead protects such a job entirely.)
 """
 from __future__ import annotations
 
@@ -22,11 +28,14 @@ from phalanx.scheduler.fit_errors import FitErrors
 from phalanx.scheduler.info import (
     ALLOCATED,
     ALLOCATED_STATUS,
+    BOUND,
     PENDING,
+    RUNNING,
     SCHEDULED,
     SCHEDULED_REASON,
     UNSCHEDULABLE,
     JobInfo,
+    TaskInfo,
 )
 from phalanx.scheduler.reasons import job_fit_error
 from phalanx.scheduler.session import PERMIT, REJECT, Plugin, Session, ValidateResult
@@ -54,6 +63,8 @@ class GangPlugin(Plugin):
         ssn.add_job_order_key(lambda j: 1 if j.is_ready() else 0)
         ssn.add_job_ready_fn(lambda j: j.is_ready() and j.check_task_ready())
         ssn.add_job_pipelined_fn(lambda j: PERMIT if (j.is_pipelined() and j.check_task_pipelined()) else REJECT)
+        ssn.add_job_starving_fn(lambda j: j.is_starving())
+        ssn.add_victim_group_fn(victim_group)
 
     def on_session_close(self, ssn: Session) -> None:
         for key in sorted(ssn.jobs):
@@ -82,6 +93,17 @@ class GangPlugin(Plugin):
             for t in job.index.get(ALLOCATED, {}).values():
                 if t.uid not in job.nodes_fit_errors:
                     job.nodes_fit_errors[t.uid] = FitErrors(err=msg)
+
+
+def victim_group(victim: TaskInfo) -> list[TaskInfo]:
+    """The victim alone while its job has pods above minMember, else every running pod of the job."""
+    job = victim.job
+    if job.ready_task_num() > job.min_available:
+        return [victim]
+    group = [victim]
+    for status in (RUNNING, BOUND):
+        group.extend(t for t in job.index.get(status, {}).values() if t is not victim)
+    return group
 
 
 def unready_tasks(job: JobInfo) -> int:

@@ -12,7 +12,16 @@ all guarantees) + own guarantee``, clamped to ``spec.capability``.
   on the dimensions minResources names; a closed queue admits nothing;
 - allocation gate: ``allocated + task request <= deserved`` on the task's
   dimensions; a queue whose deserved is all allocated is overused and skipped;
-- queue order: spec.priority descending, then share ascending.
+- queue order: spec.priority descending, then share ascending;
+- reclaim: a queue may take back for a task while ``allocated + request <=
+  deserved`` (Preemptive); a victim's queue must be above its deserved share
+  in some dimension when the victim is taken (Reclaimable), so reclaim stops
+  once it is back at its share; ReclaimPossible: another reclaimable queue is
+  above its share;
+- at close, each queue's deserved share (annotation ``phalanx.dev/deserved``)
+  and whether it is reclaiming (``phalanx.dev/reclaiming``: below its share in
+  some dimension, with waiting pods, while another reclaimable queue is above
+  its own).
 
 On refusal, besides Volcano's event ("queue resource quota insufficient:
 insufficient cpu"), the job carries a readable reason:
@@ -20,8 +29,10 @@ insufficient cpu"), the job carries a readable reason:
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
+from phalanx.api.constants import ANNOTATION_DESERVED, ANNOTATION_RECLAIMING
 from phalanx.scheduler import resources as R
 from phalanx.scheduler.info import (
     ALLOCATED_STATUS,
@@ -107,6 +118,51 @@ class ProportionPlugin(Plugin):
         ssn.add_job_enqueueable_fn(lambda job: self._enqueueable(ssn, job))
         ssn.add_job_enqueued_fn(self._enqueued)
         ssn.add_event_handler(allocate=self._on_allocate, deallocate=self._on_deallocate)
+        ssn.add_preemptive_fn(self._preemptive)
+        ssn.add_reclaimable_fn(self._reclaimable)
+        ssn.add_reclaim_possible_fn(lambda job: any(self._above_share(a) for n, a in attrs.items() if n != job.queue))
+
+    def on_session_close(self, ssn: Session) -> None:
+        for name in sorted(ssn.queues):
+            attr = self.attrs.get(name)
+            if attr is None:
+                ssn.queue_annotations[name] = {ANNOTATION_DESERVED: None, ANNOTATION_RECLAIMING: None}
+                continue
+            deserved = json.dumps(ssn.dims.to_resource_list(attr.deserved), sort_keys=True, separators=(",", ":"))
+            below = any(d - a >= R.EPS for a, d in zip(attr.allocated, attr.deserved))
+            waiting = any(r - a >= R.EPS for a, r in zip(attr.allocated, attr.request))
+            reclaiming = below and waiting and any(self._above_share(o) for n, o in self.attrs.items() if n != name)
+            ssn.queue_annotations[name] = {ANNOTATION_DESERVED: deserved,
+                                           ANNOTATION_RECLAIMING: "true" if reclaiming else None}
+
+    @staticmethod
+    def _above_share(attr: QueueAttr) -> bool:
+        return attr.queue.reclaimable and not R.less_equal(attr.allocated, attr.deserved)
+
+    def _preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return True
+        return R.less_equal_on(R.plus(attr.allocated, task.resreq), attr.deserved, task.resreq)
+
+    def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Volcano's proportion Reclaimable: walk the candidates, each queue's allocation going
+        down as its tasks are taken, while that queue is above its deserved share."""
+        allocations: dict[str, list[float]] = {}
+        victims = []
+        for t in candidates:
+            attr = self.attrs.get(t.job.queue)
+            if attr is None:
+                continue
+            allocated = allocations.get(attr.queue.name)
+            if allocated is None:
+                allocated = allocations[attr.queue.name] = list(attr.allocated)
+            if any(r > 0 and a < r for a, r in zip(allocated, reclaimer.resreq)):
+                continue  # holds less than the reclaimer asks for
+            if not R.less_equal(allocated, attr.deserved):
+                R.sub(allocated, t.resreq)
+                victims.append(t)
+        return victims
 
     # ---- deserved ----
     def _water_fill(self, ssn: Session) -> None:
