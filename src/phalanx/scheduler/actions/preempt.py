@@ -36,11 +36,13 @@ def execute(ssn: Session) -> None:
                 return (f"{name}: preempting to accommodate a higher priority pod: {preemptor.namespace}/"
                         f"{preemptor.name} of job {job.namespace}/{job.name} (priority {job.priority})")
 
+            def same_queue(v: TaskInfo, job: JobInfo = job) -> bool:
+                return v.job is not job and v.job.queue == job.queue
+
             for task in tasks_of[job.uid]:
                 if not ssn.job_starving(job):
                     break
-                if not evict_for(ssn, stmt, task, lambda v, job=job: v.job is not job and v.job.queue == job.queue,
-                                 ssn.preemptable, "preempt", message):
+                if not evict_for(ssn, stmt, task, same_queue, ssn.preemptable, "preempt", message):
                     break
             if ssn.job_pipelined(job):
                 stmt.commit()

@@ -33,9 +33,6 @@ def execute(ssn: Session) -> None:
             pq.push(job)
             tasks_of[job.uid] = tasks
 
-    def reclaimable_queue(v: TaskInfo, queue: str) -> bool:
-        q = ssn.queues.get(v.job.queue)
-        return q is not None and q.name != queue and q.reclaimable
 
     while queues:
         queue = queues.pop()
@@ -51,11 +48,14 @@ def execute(ssn: Session) -> None:
             return (f'{name}: reclaiming for queue "{job.queue}" (below its deserved share): '
                     f"{reclaimer.namespace}/{reclaimer.name} of job {job.namespace}/{job.name}")
 
+        def other_reclaimable_queue(v: TaskInfo, queue: str = queue.name) -> bool:
+            q = ssn.queues.get(v.job.queue)
+            return q is not None and q.name != queue and q.reclaimable
+
         for task in tasks_of[job.uid]:
             if not ssn.job_starving(job) or not ssn.preemptive(queue, task):
                 break
-            if not evict_for(ssn, stmt, task, lambda v, q=queue.name: reclaimable_queue(v, q),
-                             ssn.reclaimable, "reclaim", message):
+            if not evict_for(ssn, stmt, task, other_reclaimable_queue, ssn.reclaimable, "reclaim", message):
                 break
         if ssn.job_pipelined(job):
             stmt.commit()
