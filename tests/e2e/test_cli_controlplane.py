@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -77,6 +78,21 @@ def test_p2_through_the_cli(env, tmp_path):
     assert all(not p["spec"].get("nodeName") for p in pods)
     out = cli(env, "get", "pg", "-o", "wide").stdout
     assert out.splitlines()[0].split() == ["NAME", "STATUS", "MINMEMBER", "RUNNINGS", "AGE", "QUEUE"]
+    # A preemption as the scheduler records it on the PodGroup: describe of the PodGroup and of
+    # the job (through its PodGroup) say when and by whom.
+    pg = json.loads(cli(env, "get", "pg", "pytest", "-o", "json").stdout)
+    event = tmp_path / "event.yaml"
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    event.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "pytest.preempted", "namespace": "default"},
+        "involvedObject": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "name": "pytest",
+                           "namespace": "default", "uid": pg["metadata"]["uid"]},
+        "type": "Warning", "reason": "Preempted", "message": "evicted for job team-b/b (queue team-b)",
+        "count": 1, "firstTimestamp": now, "lastTimestamp": now, "source": {"component": "volcano"}}))
+    cli(env, "apply", "-f", str(event))
+    for kind in ("pg", "pytorchjob"):
+        text = cli(env, "describe", kind, "pytest").stdout
+        assert re.search(r"^Last Preempted:\s+\d+s ago: evicted for job team-b/b \(queue team-b\)$", text, re.M), text
     # Raise the capability: the same job runs, no resubmission.
     cli(env, "patch", "q", "default", "-p", '{"spec":{"capability":{"cpu":8}}}')
     wait_cli(env, ["get", "pytorchjob", "pytest"], lambda out: "Succeeded" in out, 30, "job Succeeded")
@@ -125,3 +141,9 @@ def test_edit_and_state_survives_a_restart(env):
     assert json.loads(cli(env, "get", "q", "default", "-o", "json").stdout)["spec"]["weight"] == 3
     table = cli(env, "get", "q").stdout.splitlines()
     assert table[0].split() == ["NAME", "PARENT"] and table[1].split() == ["default", "root"]
+    wide = cli(env, "get", "q", "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["NAME", "PARENT", "WEIGHT", "RECLAIMABLE", "GUARANTEE", "DESERVED", "ALLOCATED",
+                               "RECLAIMING"]
+    assert wide[1].split()[:5] == ["default", "root", "3", "true", "<none>"]
+    text = cli(env, "describe", "q", "default").stdout
+    assert re.search(r"^Sharing:\n  Weight:\s+3\n  Reclaimable:\s+true\n", text, re.M), text

@@ -39,11 +39,17 @@ def objects(now: datetime) -> dict[str, list[dict]]:
                        "metadata": {"name": "pytest", "namespace": "default", "resourceVersion": "8",
                                     "creationTimestamp": created},
                        "spec": {"minMember": 4, "queue": "default"}, "status": {"phase": "Running", "running": 4}}],
+        "queues": [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                    "metadata": {"name": "team-a", "resourceVersion": "9", "creationTimestamp": created,
+                                 "annotations": {"phalanx.dev/deserved": '{"memory":"8Gi","cpu":"4"}',
+                                                 "phalanx.dev/reclaiming": "true"}},
+                    "spec": {"weight": 1, "reclaimable": True, "parent": "root"},
+                    "status": {"allocated": {"cpu": "2", "memory": "4Gi"}}}],
     }
 
 
 def make_app(seen: list[str]) -> web.Application:
-    kinds = {"pytorchjobs": "PyTorchJob", "podgroups": "PodGroup"}
+    kinds = {"pytorchjobs": "PyTorchJob", "podgroups": "PodGroup", "queues": "Queue"}
 
     async def handle(request: web.Request) -> web.StreamResponse:
         seen.append(f"{request.method} {request.path_qs}")
@@ -133,6 +139,13 @@ async def test_kubectl_explain_get_and_apply_over_tls(tmp_path):
         assert rc == 0, out
         assert re.match(r"NAME\s+STATUS\s+MINMEMBER\s+RUNNINGS\s+AGE\s+QUEUE\npytest\s+Running\s+4\s+4\s+\S+\s+default",
                         out), out
+
+        rc, out = await kubectl(env, cache, "get", "q")  # the share columns are priority 1: -o wide only
+        assert rc == 0 and re.fullmatch(r"NAME\s+PARENT\nteam-a\s+root\n", out), out
+        rc, out = await kubectl(env, cache, "get", "q", "-o", "wide")
+        assert rc == 0 and re.fullmatch(
+            r"NAME\s+PARENT\s+WEIGHT\s+RECLAIMABLE\s+GUARANTEE\s+DESERVED\s+ALLOCATED\s+RECLAIMING\n"
+            r"team-a\s+root\s+1\s+true\s+<none>\s+cpu=4,memory=8Gi\s+cpu=2,memory=4Gi\s+true\n", out), out
 
         manifest = tmp_path / "job.yaml"
         manifest.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: other}\n"

@@ -570,7 +570,15 @@ def test_annotations_long_and_multiline_and_blocks_align_separately():
         "Metadata:\n"
         "Spec:\n"
         "  Weight:  1\n"
-        "Events:    <none>\n")
+        "Sharing:\n"
+        "  Weight:       1\n"
+        "  Reclaimable:  true\n"
+        "  Guarantee:    <none>\n"
+        "  Deserved:     <none>\n"
+        "  Allocated:    <none>\n"
+        "  Capability:   <none>\n"
+        "  Reclaiming:   false\n"
+        "Events:         <none>\n")
 
 
 def podgroup(phase: str, message: str | None = None) -> dict:

@@ -323,7 +323,16 @@ def test_get_q_matches_kubectl_output_14():
     q = {"metadata": {"name": "default", "creationTimestamp": "2026-11-29T07:12:26Z"}, "spec": {"weight": 1}}
     assert table("Queue", [q], NOW) == "NAME      PARENT\ndefault   \n"
     q2 = {"metadata": {"name": "team-a"}, "spec": {"parent": "root"}}
-    assert table("Queue", [q2], NOW, wide=True) == "NAME     PARENT\nteam-a   root\n"
+    assert table("Queue", [q2], NOW) == "NAME     PARENT\nteam-a   root\n"
+
+
+def test_get_q_wide_shows_the_share():
+    q = {"metadata": {"name": "team-a", "annotations": {"phalanx.dev/deserved": '{"memory":"8Gi","cpu":"4"}'}},
+         "spec": {"parent": "root", "weight": 1, "reclaimable": True},
+         "status": {"allocated": {"cpu": "2", "memory": "1Gi"}}}
+    assert table("Queue", [q], NOW, wide=True) == (
+        "NAME     PARENT   WEIGHT   RECLAIMABLE   GUARANTEE   DESERVED           ALLOCATED          RECLAIMING\n"
+        "team-a   root     1        true          <none>      cpu=4,memory=8Gi   cpu=2,memory=1Gi   false\n")
 
 
 NODE = {

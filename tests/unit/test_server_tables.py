@@ -200,15 +200,71 @@ def test_podgroup_tables_like_goldens_38_42_69():
         empty["columnDefinitions"]) == PODGROUP_COLUMNS
 
 
+QUEUE_WIDE = [("WEIGHT", "string", "", 1), ("RECLAIMABLE", "string", "", 1), ("GUARANTEE", "string", "", 1),
+              ("DESERVED", "string", "", 1), ("ALLOCATED", "string", "", 1), ("RECLAIMING", "string", "", 1)]
+
+
 def test_queue_table_has_no_age_column_like_golden_43():
+    """Golden 43's priority-0 columns (what a plain `get` prints); the priority-1 columns after
+    them are Phalanx's, only `get -o wide` prints them."""
     q = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
          "metadata": {"name": "default", "resourceVersion": "341", "creationTimestamp": "2026-11-29T07:12:26Z"},
          "spec": {"weight": 1, "reclaimable": True}}
     t = table_for("Queue", [q], T("2026-11-29T07:14:42Z"), list_meta={"resourceVersion": "341"})
-    assert shape(t["columnDefinitions"]) == [("Name", "string", "name", 0), ("PARENT", "string", "", 0)]
-    assert t["rows"][0]["cells"] == ["default", None]
+    assert shape(t["columnDefinitions"]) == [("Name", "string", "name", 0), ("PARENT", "string", "", 0),
+                                             *QUEUE_WIDE]
+    assert t["rows"][0]["cells"][:2] == ["default", None]
     q["spec"]["parent"] = "root"
-    assert table_for("Queue", [q], T("2026-11-29T07:14:42Z"))["rows"][0]["cells"] == ["default", "root"]
+    assert table_for("Queue", [q], T("2026-11-29T07:14:42Z"))["rows"][0]["cells"][:2] == ["default", "root"]
+
+
+def queue(**over) -> dict:
+    q = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+         "metadata": {"name": "team-a", "resourceVersion": "400"}, "spec": {"weight": 2, "parent": "root"}}
+    for key, value in over.items():
+        q[key] = value
+    return q
+
+
+def test_queue_wide_columns_show_its_share_compactly():
+    q = queue(metadata={"name": "team-a", "annotations": {
+        "phalanx.dev/deserved": '{"nvidia.com/gpu":"1","memory":"8Gi","cpu":"4","ephemeral-storage":"1Gi"}',
+        "phalanx.dev/reclaiming": "true"}},
+        spec={"weight": 2, "parent": "root", "reclaimable": False,
+              "guarantee": {"resource": {"memory": "2Gi", "cpu": "500m"}}},
+        status={"allocated": {"cpu": "6", "memory": "12Gi", "pods": "3"}})
+    cells = table_for("Queue", [q], T("2026-11-29T07:14:42Z"))["rows"][0]["cells"]
+    assert cells == ["team-a", "root", "2", "false", "cpu=500m,memory=2Gi",
+                     "cpu=4,memory=8Gi,ephemeral-storage=1Gi,nvidia.com/gpu=1", "cpu=6,memory=12Gi,pods=3", "true"]
+
+
+def test_queue_wide_columns_print_none_when_unset_and_reclaimable_defaults_to_true():
+    bare = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"}}
+    assert table_for("Queue", [bare], T("2026-11-29T07:14:42Z"))["rows"][0]["cells"] == [
+        "q", None, "<none>", "true", "<none>", "<none>", "<none>", "false"]
+    empty = queue(spec={"weight": 1, "guarantee": {}}, status={"allocated": {}})
+    assert table_for("Queue", [empty], T("2026-11-29T07:14:42Z"))["rows"][0]["cells"][2:] == [
+        "1", "true", "<none>", "<none>", "<none>", "false"]
+
+
+@pytest.mark.parametrize("annotation, cell", [
+    ('{"cpu":"4","memory":"8Gi"}', "cpu=4,memory=8Gi"),
+    ('{"cpu":4}', "cpu=4"),  # a number as Go prints it
+    ("{}", "<none>"),
+    ("", "<none>"),
+    ("not json", "not json"),  # shown as it is, never a crash
+    ('["cpu"]', '["cpu"]'),
+])
+def test_queue_deserved_cell_reads_the_json_annotation(annotation, cell):
+    q = queue(metadata={"name": "team-a", "annotations": {"phalanx.dev/deserved": annotation}})
+    assert table_for("Queue", [q], T("2026-11-29T07:14:42Z"))["rows"][0]["cells"][5] == cell
+
+
+def test_queue_reclaiming_cell_is_the_annotation_absent_meaning_false():
+    for value, cell in (("true", "true"), ("false", "false"), (None, "false")):
+        annotations = {} if value is None else {"phalanx.dev/reclaiming": value}
+        q = queue(metadata={"name": "team-a", "annotations": annotations})
+        assert table_for("Queue", [q], T("2026-11-29T07:14:42Z"))["rows"][0]["cells"][7] == cell
 
 
 @pytest.mark.parametrize("typ, value, cell", [

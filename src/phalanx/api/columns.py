@@ -10,6 +10,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from phalanx.api.constants import ANNOTATION_DESERVED, ANNOTATION_RECLAIMING
 from phalanx.objects.clock import parse_time
 
 Obj = dict[str, Any]
@@ -138,6 +139,60 @@ def format_labels(labels: dict[str, str] | None) -> str:
     if not labels:
         return NONE
     return ",".join(f"{k}={labels[k]}" for k in sorted(labels))
+
+
+def _resource_order(name: str) -> tuple[int, str]:
+    return ({"cpu": 0, "memory": 1}.get(name, 2), name)
+
+
+def resource_list_text(resources: Any) -> str:
+    """A resource list as one compact cell: `cpu=4,memory=8Gi,nvidia.com/gpu=1` (cpu, memory,
+    then the rest by name; quantities as the object spells them), `<none>` when empty."""
+    if not isinstance(resources, dict) or not resources:
+        return NONE
+    return ",".join(f"{k}={go_value(resources[k])}" for k in sorted(resources, key=_resource_order))
+
+
+def json_resource_list_text(text: Any) -> str:
+    """:func:`resource_list_text` of a JSON-encoded resource list (an annotation's value);
+    a value that is not a JSON object is shown as it is."""
+    if text is None or text == "":
+        return NONE
+    try:
+        decoded = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return cell(text)
+    return resource_list_text(decoded) if isinstance(decoded, dict) else cell(text)
+
+
+def queue_share(q: Obj) -> list[tuple[str, str]]:
+    """What a Queue's share looks like, as (label, text): weight, reclaimable (unset means
+    true), guarantee, deserved (the scheduler's annotation), allocated, capability and
+    reclaiming (the scheduler's annotation; absent means false)."""
+    spec = dig_dict(q, "spec")
+    annotations = dig_dict(q, "metadata", "annotations")
+    weight = spec.get("weight")
+    reclaimable = spec.get("reclaimable")
+    reclaiming = annotations.get(ANNOTATION_RECLAIMING)
+    return [
+        ("Weight", NONE if weight is None else go_value(weight)),
+        ("Reclaimable", "true" if reclaimable is None else go_value(reclaimable)),
+        ("Guarantee", resource_list_text(dig(spec, "guarantee", "resource"))),
+        ("Deserved", json_resource_list_text(annotations.get(ANNOTATION_DESERVED))),
+        ("Allocated", resource_list_text(dig(q, "status", "allocated"))),
+        ("Capability", resource_list_text(spec.get("capability"))),
+        ("Reclaiming", "false" if reclaiming in (None, "") else cell(reclaiming)),
+    ]
+
+
+# The Queue columns `get -o wide` adds (not the CRD's: computed cells, strings, `<none>` when unset).
+QUEUE_WIDE_COLUMNS = ("WEIGHT", "RECLAIMABLE", "GUARANTEE", "DESERVED", "ALLOCATED", "RECLAIMING")
+
+
+def queue_wide_cells(q: Obj) -> list[str]:
+    """The cells of ``QUEUE_WIDE_COLUMNS`` for one Queue."""
+    share = dict(queue_share(q))
+    return [share[c.capitalize()] for c in QUEUE_WIDE_COLUMNS]
 
 
 # --------------------------------------------------------------------------
@@ -425,7 +480,10 @@ def _podgroup_row(pg: Obj, wide: bool, now: datetime) -> list[str]:
 
 
 def _queue_row(q: Obj, wide: bool, now: datetime) -> list[str]:
-    return [cell(dig(q, "metadata", "name")), crd_cell(dig(q, "spec", "parent"))]
+    cells = [cell(dig(q, "metadata", "name")), crd_cell(dig(q, "spec", "parent"))]
+    if wide:
+        cells.extend(queue_wide_cells(q))
+    return cells
 
 
 def _default_row(obj: Obj, wide: bool, now: datetime) -> list[str]:
@@ -448,7 +506,7 @@ _PRINTERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "JAXJob": (("NAME", "STATE", "AGE"), (), _job_row),
     "MPIJob": (("NAME", "AGE", "STATE"), (), _mpijob_row),
     "PodGroup": (("NAME", "STATUS", "MINMEMBER", "RUNNINGS", "AGE"), ("QUEUE",), _podgroup_row),
-    "Queue": (("NAME", "PARENT"), (), _queue_row),
+    "Queue": (("NAME", "PARENT"), QUEUE_WIDE_COLUMNS, _queue_row),
 }
 _EVENT_WIDE = ("LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE", "MESSAGE",
                "FIRST SEEN", "COUNT", "NAME")

@@ -39,6 +39,15 @@ DEFAULT_NAMESPACE = "default"
 
 VOLCANO_VERSION = "scheduling.volcano.sh/v1beta1"
 
+# Written by the scheduler on a Queue's metadata (only when they change): the proportion
+# plugin's deserved share as a JSON resource list ({"cpu":"4","memory":"8Gi"}), and "true"
+# while the queue is below it with pods waiting and can reclaim from another queue (absent otherwise).
+ANNOTATION_DESERVED = "phalanx.dev/deserved"
+ANNOTATION_RECLAIMING = "phalanx.dev/reclaiming"
+# Warning Events the scheduler records on a victim's PodGroup when it evicts its pods.
+REASON_PREEMPTED = "Preempted"
+REASON_RECLAIMED = "Reclaimed"
+
 # A pod the node agent stopped because the node (the control plane) shut down,
 # as the kubelet's graceful node shutdown marks it: phase Failed, this reason
 # and message, and a DisruptionTarget condition. Not a failure of the pod's own:

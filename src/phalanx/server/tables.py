@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from phalanx.api.columns import age, go_value, row
+from phalanx.api.columns import age, go_value, queue_wide_cells, row
 from phalanx.objects.clock import parse_time
 
 Obj = dict[str, Any]
@@ -271,6 +271,23 @@ CRD_COLUMNS: dict[str, tuple[PrinterColumn, ...]] = {
                  PrinterColumn("QUEUE", "string", ".spec.queue", priority=1)),
     "Queue": (PrinterColumn("PARENT", "string", ".spec.parent"),),
 }
+# Columns the embedded server adds after a CRD's own (not in the CRD `phalanx install`
+# prints): computed, priority 1 (`get -o wide`), string cells with `<none>` when unset
+# as the built-in printers make them.
+SERVER_COLUMNS: dict[str, list[Obj]] = {
+    "Queue": [
+        _col("WEIGHT", "The queue's weight (.spec.weight): its share of the cluster against its siblings'.", 1),
+        _col("RECLAIMABLE", "Whether resources lent to this queue may be reclaimed by others "
+                            "(.spec.reclaimable; unset means true).", 1),
+        _col("GUARANTEE", "Resources reserved for this queue (.spec.guarantee.resource).", 1),
+        _col("DESERVED", "The queue's deserved share as the scheduler's proportion plugin last computed it "
+                         "(annotation phalanx.dev/deserved).", 1),
+        _col("ALLOCATED", "Resources the queue's running pods hold (.status.allocated).", 1),
+        _col("RECLAIMING", "Whether the queue is below its deserved share with pods waiting and takes resources "
+                           "back from queues above theirs (annotation phalanx.dev/reclaiming).", 1),
+    ],
+}
+_SERVER_CELLS = {"Queue": queue_wide_cells}
 # A kind with no printer at all gets what a CRD without columns gets: Name and Age.
 _DEFAULT_COLUMNS = (PrinterColumn("Age", "date", ".metadata.creationTimestamp"),)
 
@@ -285,7 +302,7 @@ def column_definitions(kind: str) -> list[Obj]:
         return [dict(c) for c in BUILTIN_COLUMNS[kind]]
     return [dict(_NAME_COL)] + [
         _col(c.name, f"Custom resource definition column (in JSONPath format): {c.json_path}", c.priority,
-             c.type, c.format) for c in _crd_columns(kind)]
+             c.type, c.format) for c in _crd_columns(kind)] + [dict(c) for c in SERVER_COLUMNS.get(kind, ())]
 
 
 # --------------------------------------------------------------------------
@@ -378,7 +395,10 @@ def cells_for(kind: str, obj: Obj, now: datetime) -> list[Any]:
             except (ValueError, IndexError):
                 pass
         return cells
-    return [_name(obj)] + [crd_cell(c, obj, now) for c in _crd_columns(kind)]
+    cells = [_name(obj)] + [crd_cell(c, obj, now) for c in _crd_columns(kind)]
+    if kind in _SERVER_CELLS:
+        cells.extend(_SERVER_CELLS[kind](obj))
+    return cells
 
 
 # --------------------------------------------------------------------------

@@ -5,7 +5,8 @@ Pure: the object, the related objects (its events, a job's PodGroup, a node's
 pods, ...) and ``now`` come in, text goes out. Layout follows kubectl 1.32's
 describers (k8s.io/kubectl/pkg/describe). For a job or PodGroup that waits for
 admission or resources, a ``Waiting:`` line (not in kubectl) says why, from the
-PodGroup's Unschedulable condition.
+PodGroup's Unschedulable condition; ``Last Preempted:`` / ``Last Reclaimed:`` lines
+give its PodGroup's latest such event, and a Queue's ``Sharing:`` block its share.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from phalanx.cli.describe.jobs import describe_job
 from phalanx.cli.describe.nodes import describe_node
 from phalanx.cli.describe.pods import describe_pod
 from phalanx.cli.describe.unstructured import describe_unstructured
-from phalanx.cli.describe.volcano import describe_podgroup
+from phalanx.cli.describe.volcano import describe_podgroup, describe_queue
 
 __all__ = ["describe"]
 
@@ -33,6 +34,7 @@ _DESCRIBERS: dict[str, Describer] = {
     "Service": describe_service,
     "Namespace": describe_namespace,
     "PodGroup": describe_podgroup,
+    "Queue": describe_queue,
     **{kind: describe_job for kind in JOB_KINDS},
 }
 
@@ -41,7 +43,7 @@ def describe(obj: Obj, related: dict | None = None, now: datetime | None = None)
     """`kubectl describe` text for one object.
 
     ``related`` may hold: ``events`` (Event dicts about the object; None hides the
-    section), ``podgroup`` (a job's PodGroup, to say why it waits), ``pods``
+    section; a job's include its PodGroup's), ``podgroup`` (a job's PodGroup, to say why it waits), ``pods``
     (a Node's pods, or a Service's selected pods for Endpoints), ``endpoints``
     (a Service's ready ``ip:port`` strings).
     """

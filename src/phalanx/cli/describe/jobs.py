@@ -1,5 +1,5 @@
 """`describe` for the six Kubeflow job kinds: the generic layout, with the job's restart
-accounting spelled out and, while its PodGroup waits, why.
+accounting spelled out, its PodGroup's last preemption or reclaim and, while it waits, why.
 
 Restart accounting: ``status.restartCount`` against ``runPolicy.backoffLimit``,
 ``replicaStatuses[<type>].restarts`` and the per-pod ``podRestarts`` bookkeeping.
@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from phalanx.api.columns import NONE, dig, dig_dict, dig_list, go_value
+from phalanx.api.columns import NONE, cell, dig, dig_dict, dig_list, go_value
 from phalanx.cli.describe.common import Obj, PrefixWriter
 from phalanx.cli.describe.unstructured import Renderer, describe_unstructured, write_unstructured
-from phalanx.cli.describe.volcano import waiting_reason
+from phalanx.cli.describe.volcano import eviction_lines, waiting_reason
 
 _REPLICA_COUNTS = (("active", "Active"), ("succeeded", "Succeeded"), ("failed", "Failed"),
                    ("restarts", "Restarts"))
@@ -103,4 +103,7 @@ def describe_job(job: Obj, related: dict, now: datetime) -> str:
     waiting = ""
     if "podgroup" in related and not job_finished_or_running(job):
         waiting = waiting_reason(related.get("podgroup"))
-    return describe_unstructured(job, related, now, custom, waiting)
+    extra = None
+    if isinstance(related.get("podgroup"), dict):  # its events are among the job's (the CLI adds them)
+        extra = eviction_lines(related.get("events"), cell(dig(related["podgroup"], "metadata", "name")), now)
+    return describe_unstructured(job, related, now, custom, waiting, extra)

@@ -77,10 +77,13 @@ GENERIC_SKIP = (".metadata.managedFields", ".metadata.name", ".metadata.namespac
 
 
 
+Section = Callable[[PrefixWriter], None]
+
+
 def describe_unstructured(obj: Obj, related: dict, now: datetime, custom: dict[str, Renderer] | None = None,
-                          waiting: str = "") -> str:
+                          waiting: str = "", extra: Section | None = None) -> str:
     """Name, Namespace, Labels, Annotations, every other key, then (not in kubectl)
-    ``Waiting:`` when ``waiting`` says why the object waits, and the Events."""
+    what ``extra`` writes, ``Waiting:`` when ``waiting`` says why the object waits, and the Events."""
     w = PrefixWriter()
     meta = dig_dict(obj, "metadata")
     w.write(0, f"Name:\t{cell(meta.get('name'))}\n")
@@ -88,6 +91,8 @@ def describe_unstructured(obj: Obj, related: dict, now: datetime, custom: dict[s
     write_labels(w, "Labels", meta.get("labels"))
     write_annotations(w, "Annotations", meta.get("annotations"))
     write_unstructured(w, 0, obj, "", GENERIC_SKIP, custom)
+    if extra is not None:
+        extra(w)
     if waiting:
         w.write(0, f"Waiting:\t{waiting}\n")
     write_events(w, related.get("events", []), now)
