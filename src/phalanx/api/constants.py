@@ -20,10 +20,6 @@ ANNOTATION_HOST_PORTS = "phalanx.dev/host-ports"  # JSON {"<port name>": <effect
 # Set by the job controller on the pods a finished job keeps: the node
 # agent then treats the pod's restartPolicy as Never, so they run to their end.
 ANNOTATION_NO_RESTART = "phalanx.dev/no-restart"
-# On a Queue, written by the scheduler: its deserved share (JSON ResourceList) and "true" while
-# it is below that share with pods waiting and another queue is above its own.
-ANNOTATION_DESERVED = "phalanx.dev/deserved"
-ANNOTATION_RECLAIMING = "phalanx.dev/reclaiming"
 # Set by the job controller on its pods once the job's backoffLimit leaves no
 # restart: the node agent no longer restarts a container that exited
 # non-zero (a clean exit under Always still restarts), so the pod fails and the

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from phalanx.api.constants import REASON_PREEMPTED, REASON_RECLAIMED
 from phalanx.scheduler.actions import ACTIONS
 from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.info import BIND_IN_FLIGHT, BINDING, PENDING
@@ -139,9 +140,9 @@ def eviction_results(ssn: Session) -> list[EvictionResult]:
         job, by = evs[0].task.job, evs[0].preemptor.job
         names = ", ".join(sorted(e.task.name for e in evs))
         if evs[0].action == "preempt":
-            reason, why = "Preempted", f"by job {by.namespace}/{by.name} (priority {by.priority} > {job.priority})"
+            reason, why = REASON_PREEMPTED, f"by job {by.namespace}/{by.name} (priority {by.priority} > {job.priority})"
         else:
-            reason, why = "Reclaimed", (f'for job {by.namespace}/{by.name} of queue "{by.queue}": queue '
+            reason, why = REASON_RECLAIMED, (f'for job {by.namespace}/{by.name} of queue "{by.queue}": queue '
                                         f'"{job.queue}" is above its deserved share')
         ssn.record_podgroup_event(job, "Warning", reason, f"{len(evs)} pod(s) evicted {why}: {names}")
     return out
