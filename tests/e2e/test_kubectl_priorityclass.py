@@ -80,3 +80,25 @@ def test_a_pod_gets_its_class_priority_and_an_unknown_class_is_forbidden(plane, 
     assert r.returncode == 1
     assert r.stderr == (f'Error from server (Forbidden): error when creating "{manifest}": pods "lost" is forbidden: '
                         "no PriorityClass with name foo was found\n")
+
+
+def test_apply_configures_a_class_and_a_second_default_is_refused(plane, tmp_path):
+    manifest = tmp_path / "pc.yaml"
+    body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "everyone"},
+            "value": 5, "globalDefault": True}
+    manifest.write_text(yaml.safe_dump(body))
+    assert plane.kubectl("apply", "-f", str(manifest)).stdout == "priorityclass.scheduling.k8s.io/everyone created\n"
+    manifest.write_text(yaml.safe_dump({**body, "description": "the default"}))
+    assert plane.kubectl("apply", "-f", str(manifest)).stdout == (
+        "priorityclass.scheduling.k8s.io/everyone configured\n")
+    assert plane.json("get", "pc", "everyone")["description"] == "the default"
+    manifest.write_text(yaml.safe_dump({**body, "metadata": {"name": "rival"}}))
+    r = plane.kubectl("create", "-f", str(manifest), check=False)
+    assert r.returncode == 1 and r.stderr == (
+        f'Error from server (Forbidden): error when creating "{manifest}": priorityclasses.scheduling.k8s.io "rival" '
+        "is forbidden: PriorityClass everyone is already marked as default. Only one default can exist\n")
+    pod = tmp_path / "p.yaml"
+    pod.write_text(POD % ("defaulted", ""))
+    plane.kubectl("create", "-f", str(pod))
+    spec = plane.json("get", "pod", "defaulted")["spec"]
+    assert (spec["priorityClassName"], spec["priority"]) == ("everyone", 5)
