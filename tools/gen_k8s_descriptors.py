@@ -27,6 +27,7 @@ WANTED = (
     "k8s.io/api/core/v1/generated.proto",
     "k8s.io/api/apps/v1/generated.proto",
     "k8s.io/api/rbac/v1/generated.proto",
+    "k8s.io/api/scheduling/v1/generated.proto",
 )
 GNOSTIC = "openapiv2/OpenAPIv2.proto"
 GZIP_MAGIC = b"\x1f\x8b\x08\x00\x00\x00\x00\x00"

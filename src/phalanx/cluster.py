@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from phalanx.api.admission import admit, plain_admit
+from phalanx.api.scheduling import system_priority_classes
 from phalanx.client.local import LocalClient
 from phalanx.config import ClusterConfig, load_config, make_private_dir
 from phalanx.controller.gc import GarbageCollector
@@ -36,6 +37,7 @@ from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.store.namespaces import SYSTEM_NAMESPACES, NamespaceLifecycle
+from phalanx.store.priority import PriorityAdmission
 from phalanx.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,8 @@ class EmbeddedCluster:
         self.network = LocalNetwork(self.home)
         # First: nothing is allocated for an object refused for its namespace.
         self.store.add_admission_plugin(NamespaceLifecycle(self.store))
+        # kube-apiserver's, so in plain-Kubernetes mode too: pod priorities from their PriorityClass.
+        self.store.add_admission_plugin(PriorityAdmission(self.store))
         self.store.add_admission_plugin(self.network.admission_plugin)
         self.store.add_admission_plugin(commandcheck.admission_plugin)
         self.client = LocalClient(self.store)
@@ -131,6 +135,8 @@ class EmbeddedCluster:
         tune_gc()
         for name in SYSTEM_NAMESPACES:
             await self._ensure_namespace(name)
+        for pc in system_priority_classes():  # as kube-apiserver's post-start hook creates them
+            await self._ensure(pc)
         for n in self.config.nodes:
             await ensure_node(self.client, n.name, n.capacity())
         # Pods still running under their shims (the control plane was stopped
@@ -149,8 +155,11 @@ class EmbeddedCluster:
                 raise t.exception()  # type: ignore[misc]
 
     async def _ensure_namespace(self, name: str) -> None:
+        await self._ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    async def _ensure(self, obj: dict[str, Any]) -> None:
         try:
-            await self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            await self.client.create(obj)
         except AlreadyExists:
             pass
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from phalanx.api import core, kubeflow, kubeflow_validation, opaque, volcano, webhookconfig
+from phalanx.api import core, kubeflow, kubeflow_validation, opaque, scheduling, volcano, webhookconfig
 from phalanx.api.constants import DEFAULT_NAMESPACE
 from phalanx.api.manifest import MAX_DEPTH, ShapeError, normalize_json
 from phalanx.api.meta import NameRule, json_type_name, validate_object_meta
@@ -84,7 +84,7 @@ def _default_namespace(obj: Obj, old: Obj | None) -> None:
 _KINDS: dict[str, _Kind] = {
     "Pod": _Kind(core.Pod, name_is_dns1123_subdomain,
                  default=lambda obj, old: core.default_pod(obj, creating=old is None),
-                 validate=lambda obj, old: core.validate_pod_spec(obj.get("spec") or {})),
+                 validate=lambda obj, old: core.validate_pod_spec(obj.get("spec") or {}) + _pod_priority_fields(obj)),
     "Service": _Kind(core.Service, name_is_dns1035_label,
                      default=lambda obj, old: core.default_service(obj),
                      validate=lambda obj, old: core.validate_service_spec(obj.get("spec") or {})),
@@ -113,6 +113,10 @@ _KINDS: dict[str, _Kind] = {
     "Queue": _Kind(volcano.Queue, name_is_dns1123_subdomain,
                    default=lambda obj, old: volcano.default_queue(obj),
                    validate=lambda obj, old: volcano.validate_queue(obj)),
+    # globalDefault's uniqueness needs the other classes: the store's Priority admission plugin.
+    "PriorityClass": _Kind(scheduling.PriorityClass, name_is_dns1123_subdomain,
+                           default=lambda obj, old: scheduling.default_priority_class(obj),
+                           validate=scheduling.validate_priority_class),
 }
 # Stored as given (phalanx.api.opaque): only apiVersion/kind and metadata are checked.
 _KINDS.update({k: _Kind(opaque.OpaqueObject, name_is_dns1123_subdomain, default=opaque.default_opaque)
@@ -121,6 +125,18 @@ _KINDS.update({k: _Kind(opaque.OpaqueObject, name_is_dns1123_subdomain, default=
 _KINDS.update({k: _Kind(opaque.OpaqueObject, name_is_dns1123_subdomain, default=webhookconfig.default_configuration,
                         validate=webhookconfig.validate_configuration)
                for k in webhookconfig.KINDS})
+
+
+def _pod_priority_fields(pod: Obj) -> list[FieldError]:
+    """A pod's priorityClassName is a DNS subdomain and its preemptionPolicy a known one (ValidatePodSpec).
+    Their values come from the class (the store's Priority admission plugin)."""
+    spec = pod.get("spec") or {}
+    errs: list[FieldError] = []
+    name = spec.get("priorityClassName")
+    if isinstance(name, str) and name:
+        errs += [FieldError("spec.priorityClassName", "Invalid", msg, name)
+                 for msg in name_is_dns1123_subdomain(name, False)]
+    return errs + scheduling.validate_preemption_policy(spec.get("preemptionPolicy"), "spec.preemptionPolicy")
 
 
 def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_NAMESPACE,

@@ -1,7 +1,7 @@
 """Each kind's table: the columns and cells the apiserver's Table and `kubectl get` print.
 
 Column sets and cell rules are the real apiserver's (server-side Table printing of kubernetes 1.36 for
-Pods, Nodes, Services, Events, Namespaces; the CRDs' additionalPrinterColumns for the six job kinds,
+Pods, Nodes, Services, Events, Namespaces, PriorityClasses; the CRDs' additionalPrinterColumns for the six job kinds,
 PodGroup and Queue). Pure functions; the server and the CLI both render through them.
 """
 from __future__ import annotations
@@ -486,6 +486,13 @@ def _queue_row(q: Obj, wide: bool, now: datetime) -> list[str]:
     return cells
 
 
+def _priorityclass_row(pc: Obj, wide: bool, now: datetime) -> list[str]:
+    """printPriorityClass: the value, globalDefault (false when unset), age, then the policy."""
+    return [cell(dig(pc, "metadata", "name")), go_value(pc.get("value", 0)),
+            go_value(pc.get("globalDefault") is True), age(dig(pc, "metadata", "creationTimestamp"), now),
+            cell(pc.get("preemptionPolicy"))]
+
+
 def _default_row(obj: Obj, wide: bool, now: datetime) -> list[str]:
     return [cell(dig(obj, "metadata", "name")), age(dig(obj, "metadata", "creationTimestamp"), now)]
 
@@ -507,6 +514,7 @@ _PRINTERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "MPIJob": (("NAME", "AGE", "STATE"), (), _mpijob_row),
     "PodGroup": (("NAME", "STATUS", "MINMEMBER", "RUNNINGS", "AGE"), ("QUEUE",), _podgroup_row),
     "Queue": (("NAME", "PARENT"), QUEUE_WIDE_COLUMNS, _queue_row),
+    "PriorityClass": (("NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"), (), _priorityclass_row),
 }
 _EVENT_WIDE = ("LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE", "MESSAGE",
                "FIRST SEEN", "COUNT", "NAME")

@@ -62,6 +62,9 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", "rolebinding", has_status=False),
     # Leader election (operator and scheduler with --leader-elect): holder and renew time, kept as given.
     ResourceType("Lease", "coordination.k8s.io/v1", "leases", "lease", has_status=False),
+    # Pod priorities (phalanx.api.scheduling): a pod's spec.priority comes from its class.
+    ResourceType("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", "priorityclass", namespaced=False,
+                 short_names=("pc",), has_status=False),
     # Dynamic admission: the webhooks `phalanx install` registers for the operator.
     ResourceType("ValidatingWebhookConfiguration", "admissionregistration.k8s.io/v1",
                  "validatingwebhookconfigurations", "validatingwebhookconfiguration", namespaced=False,

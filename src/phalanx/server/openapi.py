@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
-from phalanx.api import core, kubeflow, meta, volcano
+from phalanx.api import core, kubeflow, meta, scheduling, volcano
 from phalanx.api.registry import JOB_KINDS, RESOURCES, ResourceType
 from phalanx.server.openapi_docs import API_VERSION, DESCRIPTIONS, KIND, LIST_METADATA, METADATA
 from phalanx.server.openapi_paths import META, SCHEMAS_REF, resource_paths
@@ -36,7 +36,7 @@ KIND_MODELS: dict[str, type[BaseModel]] = {
     "Namespace": core.Namespace, "ConfigMap": core.ConfigMap, "Secret": core.Secret,
     "PyTorchJob": kubeflow.PyTorchJob, "TFJob": kubeflow.TFJob, "XGBoostJob": kubeflow.XGBoostJob,
     "PaddleJob": kubeflow.PaddleJob, "JAXJob": kubeflow.JAXJob, "MPIJob": kubeflow.MPIJob,
-    "PodGroup": volcano.PodGroup, "Queue": volcano.Queue,
+    "PodGroup": volcano.PodGroup, "Queue": volcano.Queue, "PriorityClass": scheduling.PriorityClass,
 }
 # Status is a free dict on the kinds the controllers own; publish the typed
 # reading model (unknown fields preserved) so `kubectl explain` can show it.
@@ -48,7 +48,10 @@ _STATUS_MODELS: dict[str, type[BaseModel]] = {
 _MODULE_PREFIX: tuple[tuple[ModuleType, str], ...] = (
     (meta, META), (core, "io.k8s.api.core.v1"),
     (kubeflow, "org.kubeflow.v1"), (volcano, "sh.volcano.scheduling.v1beta1"),
+    (scheduling, "io.k8s.api.scheduling.v1"),
 )
+# Built-in groups published as the apiserver publishes them (one component per type, not CRD-style inlined).
+_BUILTIN_PREFIXES = {"scheduling.k8s.io": "io.k8s.api.scheduling"}
 _ALIASES = {"TemplateMeta": "ObjectMeta"}  # a pod template's metadata is an ObjectMeta
 _INT_FORMATS: dict[tuple[Any, Any], str] = {(-(2**31), 2**31 - 1): "int32", (-(2**63), 2**63 - 1): "int64"}
 _INT_OR_STRING: Schema = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
@@ -236,6 +239,8 @@ def _prefix(rt: ResourceType) -> str:
     a CRD group reversed (kubeflow.org/v1 -> org.kubeflow.v1)."""
     if not rt.group:
         return f"io.k8s.api.core.{rt.version}"
+    if rt.group in _BUILTIN_PREFIXES:
+        return f"{_BUILTIN_PREFIXES[rt.group]}.{rt.version}"
     return ".".join(reversed(rt.group.split("."))) + "." + rt.version
 
 
@@ -387,7 +392,7 @@ def _normalize(group_version: str) -> str | None:
 
 def _build_document(key: str) -> Schema:
     rts = [rt for rt in RESOURCES if _path_key(rt) == key]
-    core_group = not rts[0].group
+    core_group = not rts[0].group or rts[0].group in _BUILTIN_PREFIXES
     defs: dict[str, Schema] = {}
     kinds: list[tuple[ResourceType, Schema]] = [(rt, _kind_schema(rt, defs)) for rt in rts]
     builder = _Builder(defs, inline=not core_group)

@@ -600,4 +600,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
                         "fieldPath": "A part of the object, e.g. spec.containers{name}."},
     "EventSource": {"": "The source of an event.", "component": "Component from which the event is generated.",
                     "host": "Node name on which the event is generated."},
+    "PriorityClass": {
+        "": "PriorityClass defines mapping from a priority class name to the priority integer value.",
+        "value": "The priority that pods naming this class in their spec receive (higher first).",
+        "globalDefault": "Whether this is the priority of pods that name no class (at most one default).",
+        "description": "When this priority class should be used.",
+        "preemptionPolicy": "Never or PreemptLowerPriority (the default): whether its pods preempt lower ones."},
 }

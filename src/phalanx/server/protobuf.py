@@ -36,6 +36,7 @@ PACKAGES: dict[str, str] = {
     "v1": "k8s.io.api.core.v1",
     "apps/v1": "k8s.io.api.apps.v1",
     "rbac.authorization.k8s.io/v1": "k8s.io.api.rbac.v1",
+    "scheduling.k8s.io/v1": "k8s.io.api.scheduling.v1",
     **protobuf_reviews.PACKAGES,
 }
 # Options every group version serves, defined once in meta/v1.

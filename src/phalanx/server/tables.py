@@ -238,6 +238,20 @@ BUILTIN_COLUMNS: dict[str, list[Obj]] = {
         _col("Status", "The status of the namespace"),
         _AGE_COL,
     ],
+    "PriorityClass": [
+        _NAME_COL,
+        _col("Value", "value represents the integer value of this priority class. This is the actual priority that "
+                      "pods receive when they have the name of this class in their pod spec.", type="integer"),
+        _col("Global-Default", "globalDefault specifies whether this PriorityClass should be considered as the "
+                               "default priority for pods that do not have any priority class. Only one "
+                               "PriorityClass can be marked as `globalDefault`. However, if more than one "
+                               "PriorityClasses exists with their `globalDefault` field set to true, the smallest "
+                               "value of such global default PriorityClasses will be used as the default priority.",
+             type="boolean"),
+        _AGE_COL,
+        _col("PreemptionPolicy", "preemptionPolicy is the Policy for preempting pods with lower priority. One of "
+                                 "Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset."),
+    ],
 }
 
 
@@ -394,6 +408,10 @@ def cells_for(kind: str, obj: Obj, now: datetime) -> list[Any]:
                 cells[8] = int(cells[8])
             except (ValueError, IndexError):
                 pass
+        elif kind == "PriorityClass":  # Value is an int64 cell, Global-Default a boolean
+            value = obj.get("value")
+            cells[1] = value if isinstance(value, int) and not isinstance(value, bool) else 0
+            cells[2] = obj.get("globalDefault") is True
         return cells
     cells = [_name(obj)] + [crd_cell(c, obj, now) for c in _crd_columns(kind)]
     if kind in _SERVER_CELLS:

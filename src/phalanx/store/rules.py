@@ -10,6 +10,7 @@ from typing import Any
 
 from phalanx.api.manifest import MAX_DEPTH, ShapeError, normalize_json
 from phalanx.api.registry import ResourceType, by_kind
+from phalanx.api.scheduling import check_deletable as check_priority_class_deletable
 from phalanx.objects.errors import ApiError, BadRequest, Conflict, FieldError, Invalid
 from phalanx.store import codec
 from phalanx.store.errors import MAX_OBJECT_BYTES, ObjectTooLarge, PatchRejected, PreconditionConflict
@@ -339,6 +340,12 @@ def pod_grace(pod: Obj, requested: int | None) -> int:
     if period < 0:
         period = 1
     return period
+
+
+def check_deletable(rt: ResourceType, name: str) -> None:
+    """What the apiserver's storage never deletes: the system PriorityClasses (403)."""
+    if rt.kind == "PriorityClass":
+        check_priority_class_deletable(name)
 
 
 def check_delete_options(grace_period_seconds: Any, propagation_policy: Any) -> None:

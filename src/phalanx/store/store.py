@@ -44,6 +44,7 @@ from phalanx.store.rules import (
     MAX_NAME_LENGTH,
     bump_generation,
     check_api_version,
+    check_deletable,
     check_delete_options,
     check_finalizers,
     check_identity,
@@ -396,6 +397,7 @@ class Store:
         both; None keeps the finalizers as they are."""
         rt = resource_type(kind)
         ns = request_namespace(rt, namespace)
+        check_deletable(rt, name)
         check_delete_options(grace_period_seconds, propagation_policy)
         entry = self._lookup(rt, ns, name)
         obj = codec.loads(entry.raw)

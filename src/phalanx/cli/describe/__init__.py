@@ -17,7 +17,7 @@ from typing import Callable
 from phalanx.api.columns import cell
 from phalanx.api.registry import JOB_KINDS
 from phalanx.cli.describe.common import Obj
-from phalanx.cli.describe.core import describe_namespace, describe_service
+from phalanx.cli.describe.core import describe_namespace, describe_priorityclass, describe_service
 from phalanx.cli.describe.jobs import describe_job
 from phalanx.cli.describe.nodes import describe_node
 from phalanx.cli.describe.pods import describe_pod
@@ -33,6 +33,7 @@ _DESCRIBERS: dict[str, Describer] = {
     "Node": describe_node,
     "Service": describe_service,
     "Namespace": describe_namespace,
+    "PriorityClass": describe_priorityclass,
     "PodGroup": describe_podgroup,
     "Queue": describe_queue,
     **{kind: describe_job for kind in JOB_KINDS},

@@ -1,11 +1,11 @@
-"""`describe` for the core kinds without a status of their own to interpret: Service
-(ports and ready endpoints) and Namespace; an Event is described generically.
+"""`describe` for the built-in kinds without a status of their own to interpret: Service
+(ports and ready endpoints), Namespace and PriorityClass; an Event is described generically.
 """
 from __future__ import annotations
 
 from datetime import datetime
 
-from phalanx.api.columns import NONE, cell, dig, dig_dict, dig_list, format_labels
+from phalanx.api.columns import NONE, cell, dig, dig_dict, dig_list, format_labels, go_value
 from phalanx.cli.describe.common import Obj, PrefixWriter, write_annotations, write_events, write_labels
 
 
@@ -90,3 +90,17 @@ def describe_namespace(ns: Obj, related: dict, now: datetime) -> str:
     w.write(0, f"Status:\t{cell(dig(ns, 'status', 'phase'))}\n")
     return w.text()
 
+
+
+def describe_priorityclass(pc: Obj, related: dict, now: datetime) -> str:
+    """kubectl's PriorityClassDescriber: its annotations on one line (labels.FormatLabels)."""
+    w = PrefixWriter()
+    meta = dig_dict(pc, "metadata")
+    w.write(0, f"Name:\t{cell(meta.get('name'))}\n")
+    w.write(0, f"Value:\t{go_value(pc.get('value', 0))}\n")
+    w.write(0, f"GlobalDefault:\t{go_value(pc.get('globalDefault') is True)}\n")
+    w.write(0, f"PreemptionPolicy:\t{cell(pc.get('preemptionPolicy'))}\n")
+    w.write(0, f"Description:\t{cell(pc.get('description'))}\n")
+    w.write(0, f"Annotations:\t{format_labels(dig_dict(meta, 'annotations'))}\n")
+    write_events(w, related.get("events", []), now)
+    return w.text()
