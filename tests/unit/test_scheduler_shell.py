@@ -10,7 +10,7 @@ import pytest
 
 from phalanx.client.local import LocalClient
 from phalanx.objects.clock import FakeClock
-from phalanx.objects.errors import Conflict
+from phalanx.objects.errors import ApiError, Conflict
 from phalanx.scheduler.scheduler import Scheduler, node_signature, pod_signature, trim_pod
 from phalanx.scheduler.testing import gang, node, pod, podgroup, queue
 from phalanx.store import Store
@@ -226,6 +226,7 @@ class FakeClient:
         self.updates: list[dict] = []
         self.created: list[dict] = []
         self.patches: list[tuple] = []
+        self.deleted: list[tuple] = []
         self.conflicts = 0
         self.rv = 100
 
@@ -257,10 +258,14 @@ class FakeClient:
         self.patches.append((kind, name, patch))
         return {}
 
+    async def delete(self, kind, name, namespace=None, **kw):
+        self.deleted.append((kind, namespace, name, kw.get("preconditions_uid")))
+        return None
+
 
 def fake_scheduler(objs: dict[str, list[dict]]) -> tuple[Scheduler, FakeClient]:
     client = FakeClient(objs)
-    sched = Scheduler(client, FakeClock(), informer_factory=lambda c, kind: FakeInformer(objs[kind]))
+    sched = Scheduler(client, FakeClock(), informer_factory=lambda c, kind: FakeInformer(objs.setdefault(kind, [])))
     return sched, client
 
 
@@ -350,3 +355,84 @@ async def test_a_problem_that_comes_back_is_reported_again():
     assert [(e["reason"], e["message"]) for e in client.created] == [
         ("FailedScheduling", "A"), ("Scheduled", "ok"), ("FailedScheduling", "B")]
     assert [(k, p["count"]) for k, _, p in client.patches] == [("Event", 2)]
+
+
+def _two_teams_objs() -> dict[str, list[dict]]:
+    a_pods = [pod(f"a-worker-{i}", "a", node_name="n1", phase="Running") for i in range(8)]
+    b_pods = [pod(f"b-worker-{i}", "b") for i in range(4)]
+    return {"Node": [node("n1", cpu="8")], "Queue": [queue("root"), queue("team-a"), queue("team-b")],
+            "PodGroup": [podgroup("a", 4, queue="team-a", phase="Running"),
+                         podgroup("b", 4, queue="team-b", phase="Inqueue")],
+            "Pod": a_pods + b_pods}
+
+
+async def test_a_reclaimed_pod_gets_disruption_target_then_a_graceful_delete_and_is_not_taken_twice():
+    objs = _two_teams_objs()
+    sched, client = fake_scheduler(objs)
+    await start(sched)
+    r1 = await sched.run_once()
+    victims = sorted(e.name for e in r1.evictions)
+    assert victims == ["a-worker-4", "a-worker-5", "a-worker-6", "a-worker-7"]
+    assert sorted(d[2] for d in client.deleted) == victims
+    assert all(d[3] == f"pod-default-{d[2]}" for d in client.deleted)  # the very pod: uid precondition
+    marked = [u for u in client.updates if u["kind"] == "Pod"
+              and any(c["type"] == "DisruptionTarget" for c in u["status"].get("conditions") or [])]
+    assert sorted(u["metadata"]["name"] for u in marked) == victims
+    cond = next(c for c in marked[0]["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    assert cond["status"] == "True" and cond["reason"] == "PreemptionByScheduler"
+    assert cond["message"].startswith('volcano: reclaiming for queue "team-b"')
+    # the watch has not shown the deletions yet: the victims are terminating all the same
+    r2 = await sched.run_once()
+    assert r2.evictions == [] and len(client.deleted) == 4
+    ann = [p for p in client.patches if p[0] == "Queue"]
+    assert {p[1] for p in ann} >= {"team-a", "team-b"}
+
+
+async def test_a_failed_eviction_is_forgotten_and_decided_again():
+    objs = _two_teams_objs()
+    sched, client = fake_scheduler(objs)
+    await start(sched)
+
+    async def refuse(*a, **kw):
+        raise ApiError("boom")
+    client.delete = refuse
+    r1 = await sched.run_once()
+    assert len(r1.evictions) == 4
+    r2 = await sched.run_once()
+    assert len(r2.evictions) == 4
+
+
+async def test_reclaim_end_to_end_over_the_store(env):
+    store, client, sched = env
+    store.create(clean(node("n1", cpu="8")))
+    for q in ("team-a", "team-b"):
+        store.create(clean(queue(q)))
+    store.create(clean(podgroup("a", 4, queue="team-a")))
+    await eventually(lambda: phase(store, "a") == "Inqueue", what="a Inqueue")
+    for i in range(8):
+        store.create(clean(pod(f"a-worker-{i}", "a")))
+    await eventually(lambda: all(p["spec"].get("nodeName") for p in store.list("Pod", "default")[0]), what="a bound")
+    for p in store.list("Pod", "default")[0]:
+        p["status"]["phase"] = "Running"
+        store.update_status(p)
+    await eventually(lambda: phase(store, "a") == "Running", what="a Running")
+    store.create(clean(podgroup("b", 4, queue="team-b")))
+    await eventually(lambda: phase(store, "b") == "Inqueue", what="b Inqueue")
+    for i in range(4):
+        store.create(clean(pod(f"b-worker-{i}", "b")))
+
+    def deleting():
+        return sorted(p["metadata"]["name"] for p in store.list("Pod", "default")[0]
+                      if p["metadata"].get("deletionTimestamp"))
+    assert await eventually(lambda: len(deleting()) == 4 and deleting(), what="4 victims") == [
+        "a-worker-4", "a-worker-5", "a-worker-6", "a-worker-7"]
+    await sessions_pass(sched, 3)
+    assert len(deleting()) == 4
+    reasons = {e["reason"] for e in events(store)}
+    assert {"Evict", "Reclaimed"} <= reasons
+    qa = get(store, "Queue", "team-a", None)
+    assert qa["metadata"]["annotations"]["phalanx.dev/deserved"].startswith('{"cpu":"4"')
+    for name in deleting():  # the node agent's part: the victims end
+        store.delete("Pod", name, "default", grace_period_seconds=0)
+    await eventually(lambda: all(get(store, "Pod", f"b-worker-{i}")["spec"].get("nodeName") for i in range(4)),
+                     what="b bound")

@@ -174,6 +174,17 @@ class SnapshotCache:
         self._count_names(kind, key, None)
         self._changed(kind, key, None)
 
+    def set_priority_classes(self, values: Mapping[str, int]) -> bool:
+        """New PriorityClass values (key "": the globalDefault's); every job is parsed again if they
+        changed. Returns whether they did."""
+        values = dict(values)
+        if values == self.priority_classes:
+            return False
+        self.priority_classes = values
+        self._dirty.update(self._records)
+        self._dirty.update(("job", ns or "default", n) for ns, n in self._objs["PodGroup"])
+        return True
+
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         return self._objs[kind].get(((namespace or "default") if kind in ("Pod", "PodGroup") else None, name))
 

@@ -21,6 +21,15 @@ write the session's decisions back.
   or a failed write is forgotten, and the next session decides again). So a
   session that runs before the writes or the watch caught up neither re-binds
   a pod nor rewrites a status.
+- Evictions (preempt, reclaim): the victim gets the ``DisruptionTarget``
+  condition (reason ``PreemptionByScheduler``, the session's message), then a
+  graceful DELETE (uid precondition). From the moment it is queued the next
+  snapshot sees the pod terminating (Releasing), until the watch shows it so,
+  so no session takes the same victim twice.
+- The Queue annotations a session wants (deserved share, reclaiming) are
+  merge-patched onto the Queue's metadata when they change.
+- PriorityClasses are watched: a PodGroup's priority is its class's value, or
+  the globalDefault class's, else 0 (Volcano's).
 - Identical events (same object, reason and message as last time) are not
   emitted again; events are written in the background (``EventSink``), so a
   slow API server delays them, never a binding.
@@ -38,14 +47,14 @@ from typing import Any, Callable
 
 from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE, VOLCANO_VERSION
 from phalanx.client.interface import Client
-from phalanx.objects.clock import Clock, parse_time
+from phalanx.objects.clock import Clock, format_time, parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
 from phalanx.objects.meta import Obj, meta, name_of, namespace_of, resource_version, serves
 from phalanx.runtime.events import EventRecorder, EventSink
 from phalanx.runtime.informer import Informer
 from phalanx.scheduler.cache import SnapshotCache
 from phalanx.scheduler.config import SchedulerConfig
-from phalanx.scheduler.framework import SessionResult, check_config, run_session
+from phalanx.scheduler.framework import EvictionResult, SessionResult, check_config, run_session
 from phalanx.scheduler.info import BIND_IN_FLIGHT
 from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.snapshot import Snapshot
@@ -54,6 +63,8 @@ from phalanx.scheduler.writeback import WriteBack
 log = logging.getLogger(__name__)
 
 MAX_RETRIES = 5
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 EVENT_MEMORY = 8192
 WRITE_CONCURRENCY = 128
 
@@ -144,6 +155,8 @@ class Scheduler:
         self._cache = SnapshotCache(self.priority_classes, self.config.default_queue, self.config.scheduler_names)
         # (ns, pod) -> (uid, node, answered): bound by us, binding sent (answered: accepted by the server)
         self._assumed: dict[tuple[str, str], tuple[str, str, bool]] = {}
+        # (ns, pod) -> (uid, when): eviction queued; seen as terminating until the watch says so
+        self._evicting: dict[tuple[str, str], tuple[str, str]] = {}
         self._written: dict[tuple[str, str | None, str], Obj] = {}         # objects as we last wrote them
         # status (PodGroup, Queue) or PodScheduled condition (Pod) queued for writing: key -> (uid, value)
         self._pending: dict[tuple[str, str | None, str], tuple[str, dict]] = {}
@@ -204,6 +217,9 @@ class Scheduler:
             inf = factory(self.client, kind)
             inf.add_handler(self._handler(kind))
             self._informers[kind] = inf
+        classes = factory(self.client, "PriorityClass")
+        classes.add_handler(lambda _type, _obj, _old: self._priority_classes_changed())
+        self._informers["PriorityClass"] = classes
         queues = self._informers["Queue"]
         self.metrics.queue_objects = lambda: [self._fresh("Queue", q) for q in queues.list()]
         for inf in self._informers.values():
@@ -213,13 +229,30 @@ class Scheduler:
         # The informers' handlers fed the cache as they listed; feed what they
         # hold once more for informers that do not replay their first list.
         for kind, inf in self._informers.items():
+            if kind == "PriorityClass":
+                self._priority_classes_changed()
+                continue
             for obj in inf.list():
                 self._refeed(kind, namespace_of(obj) if kind in ("Pod", "PodGroup") else None, name_of(obj))
+
+    def _priority_classes_changed(self) -> None:
+        """Every PodGroup's priority is read again from the PriorityClasses (and the default)."""
+        inf = self._informers.get("PriorityClass")
+        values = dict(self.priority_classes)
+        for pc in inf.list() if inf is not None else ():
+            value = pc.get("value")
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
+            values[name_of(pc)] = value
+            if pc.get("globalDefault") is True:
+                values[""] = value
+        if self._cache.set_priority_classes(values):
+            self._wake.set()
 
     def synced(self) -> bool:
         """Every informer has listed (readiness: sessions see the whole cluster)."""
         infs = list(self._informers.values())
-        return len(infs) == 4 and all(getattr(inf, "synced", True) is True for inf in infs)
+        return len(infs) == 5 and all(getattr(inf, "synced", True) is True for inf in infs)
 
     async def _stop_informers(self) -> None:
         for inf in self._informers.values():
@@ -246,6 +279,7 @@ class Scheduler:
         if obj is None:
             if kind == "Pod":
                 self._assumed.pop((ns or "default", name), None)
+                self._evicting.pop((ns or "default", name), None)
             self._pending.pop((kind, ns, name), None)
             self._cache.delete(kind, ns, name)
             return
@@ -261,6 +295,14 @@ class Scheduler:
                     obj = {**obj, "spec": {**(obj.get("spec") or {}), "nodeName": node}}
                     if not answered:
                         obj[BIND_IN_FLIGHT] = True
+            evicting = self._evicting.get(key)
+            if evicting is not None:
+                uid, when = evicting
+                m = meta(obj)
+                if m.get("uid") != uid or m.get("deletionTimestamp"):
+                    del self._evicting[key]
+                else:
+                    obj = {**obj, "metadata": {**m, "deletionTimestamp": when}}
         self._cache.put(kind, obj)
 
     def _relevant(self, kind: str, type_: str, obj: Obj, old: Obj | None) -> bool:
@@ -388,6 +430,10 @@ class Scheduler:
             self._queue_status("Queue", None, qname, st, self._write_queue)
         for (ns, name), cond in result.pod_conditions.items():
             self._queue_status("Pod", ns, name, cond, self._write_pod_condition)
+        for eviction in result.evictions:
+            self._queue_evict(eviction)
+        for qname, changes in result.queue_annotations.items():
+            self._queue_annotations(qname, changes)
         for ref, type_, reason, message in result.events:
             self._event(ref, type_, reason, message)
 
@@ -397,6 +443,59 @@ class Scheduler:
         self._assumed[(ns, name)] = assumed
         self._refeed("Pod", ns, name)
         self._writes.bind(lambda: self._bind(ns, name, node, pod, assumed))
+
+    def _queue_evict(self, e: EvictionResult) -> None:
+        key = (e.namespace, e.name)
+        entry = (e.uid, format_time(self.clock.now()))
+        self._evicting[key] = entry
+        self._refeed("Pod", e.namespace, e.name)
+
+        async def send() -> None:
+            try:
+                await self._evict(e)
+            except Exception as err:  # the next session decides again
+                log.warning("scheduler: evicting %s/%s failed: %s", e.namespace, e.name, err)
+                if self._evicting.get(key) == entry:
+                    del self._evicting[key]
+                    self._refeed("Pod", e.namespace, e.name)
+        self._writes.bind(send)
+
+    async def _evict(self, e: EvictionResult) -> None:
+        """The DisruptionTarget condition, then a graceful delete of that very pod."""
+        current = await self._get("Pod", e.name, e.namespace)
+        for _ in range(MAX_RETRIES):
+            if current is None or meta(current).get("uid") != e.uid or meta(current).get("deletionTimestamp"):
+                return
+            obj = copy.deepcopy(current)
+            status = obj.setdefault("status", {})
+            conds = [c for c in status.get("conditions") or [] if isinstance(c, dict)
+                     and c.get("type") != DISRUPTION_TARGET]
+            conds.append({"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+                          "message": e.message, "lastProbeTime": None,
+                          "lastTransitionTime": format_time(self.clock.now())})
+            status["conditions"] = conds
+            try:
+                await self.client.update_status(obj)
+                break
+            except Conflict:
+                current = await self._get("Pod", e.name, e.namespace)
+        try:
+            await self.client.delete("Pod", e.name, e.namespace, preconditions_uid=e.uid)
+        except (NotFound, Conflict):
+            return
+        log.info("scheduler: evicted %s/%s (%s): %s", e.namespace, e.name, e.action, e.message)
+
+    def _queue_annotations(self, name: str, changes: dict[str, str | None]) -> None:
+        async def send() -> None:
+            try:
+                written = await self.client.patch("Queue", name, None, {"metadata": {"annotations": changes}})
+            except NotFound:
+                return
+            except ApiError as err:
+                log.warning("scheduler: annotating queue %s failed: %s", name, err)
+                return
+            self._remember("Queue", written)
+        self._writes.put(("QueueAnnotations", None, name), send)
 
     def _queue_status(self, kind: str, ns: str | None, name: str, value: dict,
                       write: Callable[[str | None, str, dict], Any]) -> None:
