@@ -45,6 +45,7 @@ from phalanx.node.home import phalanx_home
 from phalanx.node.pyenv import PythonEnvironment, check_prefix
 from phalanx.objects.names import is_dns_label
 from phalanx.objects.quantity import parse_quantity
+from phalanx.scheduler.config import SchedulerConfig
 
 
 class ConfigError(ValueError):
@@ -108,6 +109,8 @@ class ClusterConfig:
     # it serves the apiserver's default too: a pod is never left Pending for
     # its schedulerName. Pods without a PodGroup get one of their own.
     scheduler_names: tuple[str, ...] = (SCHEDULER_NAME, DEFAULT_SCHEDULER_NAME)
+    # Its actions, tiers and plugin arguments (`phalanx up --scheduler-conf`); the names above win.
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
 
 def _fmt_cpu(cpu: float) -> str:
