@@ -432,6 +432,9 @@ def install(
         None, "--webhook-url",
         help="call the webhooks at this https:// URL (an operator outside the cluster, e.g. https://127.0.0.1:9443) "
              "instead of through the Service"),
+    scheduler_conf: Optional[str] = typer.Option(
+        None, "--scheduler-conf",
+        help="ship this volcano-scheduler.conf in the scheduler's ConfigMap (default: Phalanx's configuration)"),
 ) -> None:
     """Print everything a cluster needs (`phalanx install | kubectl apply -f -`): CRDs, RBAC, Deployments."""
     # Lazy for start-up speed: the manifests load every kind's OpenAPI schema.
@@ -442,9 +445,13 @@ def install(
         _fail("error: --cert-manager: its Issuer and Certificate are applied with kubectl: "
               "`phalanx install --cert-manager | kubectl apply -f -`", EXIT_INVALID)
     hooks = WebhookInstall(cert_manager=cert_manager, url=webhook_url) if webhooks else None
+    conf_text = None
+    if scheduler_conf is not None:
+        _scheduler_conf(scheduler_conf)  # exits 2 naming the file and the field
+        conf_text = Path(scheduler_conf).read_text()
     opts = InstallOptions(namespace=namespace, image=image or DEFAULT_IMAGE, image_pull_policy=image_pull_policy,
                           scheduler=scheduler, scheduler_name=scheduler_name.strip(), volcano_crds=volcano_crds,
-                          webhook=hooks)
+                          webhook=hooks, scheduler_conf=conf_text)
     try:
         objs = install_objects(opts)
     except ValueError as e:
