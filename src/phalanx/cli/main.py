@@ -102,7 +102,7 @@ _SCHEDULER_CONF_HELP = ("Volcano's volcano-scheduler.conf: actions, tiers of plu
 
 def _scheduler_conf(path: str):
     """The file's SchedulerConfig, read before anything starts; a bad file exits 2 naming it and the field."""
-    from phalanx.scheduler.conffile import SchedulerConfError, load_scheduler_conf  # lazy: loads the scheduler
+    from phalanx.scheduler.conffile import SchedulerConfError, load_scheduler_conf  # lazy for start-up speed
 
     try:
         return load_scheduler_conf(path)
@@ -382,8 +382,8 @@ def scheduler_cmd(
         _fail("error: --scheduler-name: must not be empty", EXIT_INVALID)
     sched_config = _scheduler_conf(scheduler_conf) if scheduler_conf is not None else None
     if print_config:
-        from phalanx.scheduler.conffile import render_scheduler_conf  # lazy, as above
-        from phalanx.scheduler.config import SchedulerConfig
+        from phalanx.scheduler.conffile import render_scheduler_conf  # lazy for start-up speed, as above
+        from phalanx.scheduler.config import SchedulerConfig  # lazy for start-up speed, as above
 
         out.print(render_scheduler_conf(sched_config or SchedulerConfig()), markup=False, end="")
         raise typer.Exit(cmdutil.EXIT_OK)
