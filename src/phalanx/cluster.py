@@ -33,6 +33,7 @@ from phalanx.node.logs import LogProvider
 from phalanx.node.network import LocalNetwork
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists
+from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.store.namespaces import SYSTEM_NAMESPACES, NamespaceLifecycle
@@ -105,7 +106,8 @@ class EmbeddedCluster:
         # The gang scheduler and, as Volcano's controller manager runs beside it, the
         # podgroup controller: both serve every name of ``config.scheduler_names``.
         own_name, *other_names = self.config.scheduler_names
-        sched_config = replace(self.config.scheduler, scheduler_name=own_name, extra_scheduler_names=tuple(other_names))
+        sched_config = replace(self.config.scheduler or SchedulerConfig(), scheduler_name=own_name,
+                               extra_scheduler_names=tuple(other_names))
         self.scheduler: Scheduler | None = (
             Scheduler(self.client, self.clock, sched_config, name=own_name,
                       metrics=SchedulerMetrics(self.metrics_registry)) if scheduler else None)
