@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,8 @@ class EmbeddedCluster:
         # The gang scheduler and, as Volcano's controller manager runs beside it, the
         # podgroup controller: both serve every name of ``config.scheduler_names``.
         own_name, *other_names = self.config.scheduler_names
-        sched_config = SchedulerConfig(scheduler_name=own_name, extra_scheduler_names=tuple(other_names))
+        sched_config = replace(self.config.scheduler or SchedulerConfig(), scheduler_name=own_name,
+                               extra_scheduler_names=tuple(other_names))
         self.scheduler: Scheduler | None = (
             Scheduler(self.client, self.clock, sched_config, name=own_name,
                       metrics=SchedulerMetrics(self.metrics_registry)) if scheduler else None)

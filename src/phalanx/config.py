@@ -35,6 +35,7 @@ import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import yaml
@@ -45,6 +46,9 @@ from phalanx.node.home import phalanx_home
 from phalanx.node.pyenv import PythonEnvironment, check_prefix
 from phalanx.objects.names import is_dns_label
 from phalanx.objects.quantity import parse_quantity
+
+if TYPE_CHECKING:  # the scheduler's package stays unloaded for the commands that only read this config
+    from phalanx.scheduler.config import SchedulerConfig
 
 
 class ConfigError(ValueError):
@@ -108,6 +112,9 @@ class ClusterConfig:
     # it serves the apiserver's default too: a pod is never left Pending for
     # its schedulerName. Pods without a PodGroup get one of their own.
     scheduler_names: tuple[str, ...] = (SCHEDULER_NAME, DEFAULT_SCHEDULER_NAME)
+    # Its actions, tiers and plugin arguments (`phalanx up --scheduler-conf`; None: the defaults);
+    # the names above win.
+    scheduler: SchedulerConfig | None = None
 
 
 def _fmt_cpu(cpu: float) -> str:

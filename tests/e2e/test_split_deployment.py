@@ -476,6 +476,7 @@ def test_install_through_kubectl_then_the_seed_manifests_are_accepted(fresh_plan
         "rolebinding.rbac.authorization.k8s.io/phalanx-leader-election created",
         "role.rbac.authorization.k8s.io/phalanx-operator-webhook-cert created",
         "rolebinding.rbac.authorization.k8s.io/phalanx-operator-webhook-cert created",
+        "configmap/volcano-scheduler-configmap created",
         "deployment.apps/phalanx-operator created",
         "deployment.apps/phalanx-scheduler created",
         "service/phalanx-operator-metrics created",

@@ -228,6 +228,7 @@ def test_install_objects_in_apply_order_and_the_two_gang_options():
         ("ClusterRole", "phalanx-operator"), ("ClusterRoleBinding", "phalanx-operator"),
         ("ClusterRole", "phalanx-scheduler"), ("ClusterRoleBinding", "phalanx-scheduler"),
         ("Role", "phalanx-leader-election"), ("RoleBinding", "phalanx-leader-election"),
+        ("ConfigMap", "volcano-scheduler-configmap"),
         ("Deployment", "phalanx-operator"), ("Deployment", "phalanx-scheduler"),
         ("Service", "phalanx-operator-metrics"), ("Service", "phalanx-scheduler-metrics"),
         ("ClusterRole", "phalanx-metrics-reader")]
@@ -237,7 +238,8 @@ def test_install_objects_in_apply_order_and_the_two_gang_options():
         "--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--disable-webhook"]
     assert sch["spec"]["template"]["spec"]["containers"][0]["command"] == [
         "phalanx", "scheduler", "--in-cluster", "--scheduler-name=volcano", "--leader-elect",
-        "--listen-address=:8080", "--healthz-address=:11251"]
+        "--scheduler-conf=/volcano.scheduler/volcano-scheduler.conf", "--listen-address=:8080",
+        "--healthz-address=:11251"]
     assert op["spec"]["template"]["spec"]["serviceAccountName"] == "phalanx-operator"
     # Two replicas each, one acting (leader election); a rolling update never has none.
     for dep in (op, sch):

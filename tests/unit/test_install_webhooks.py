@@ -63,7 +63,8 @@ def test_service_secret_and_operator_deployment():
     assert pod["volumes"] == [{"name": "tmp", "emptyDir": {}}, {"name": "cert", "emptyDir": {}}]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True  # hence the emptyDirs
     sched = by(objs, "Deployment", "phalanx-scheduler")
-    assert sched["spec"]["template"]["spec"]["volumes"] == [{"name": "tmp", "emptyDir": {}}]
+    assert sched["spec"]["template"]["spec"]["volumes"] == [  # no webhook certificate: its configuration only
+        {"name": "tmp", "emptyDir": {}}, {"name": "scheduler-config", "configMap": {"name": "volcano-scheduler-configmap"}}]
 
 
 def test_rbac_for_the_rotator():

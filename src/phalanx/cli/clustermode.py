@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Coroutine
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, CollectorRegistry, ProcessCollector
@@ -416,6 +416,8 @@ class SchedulerSettings:
     leader_election: LeaderElection | None = None
     metrics_address: Address | None = None  # --listen-address; None: off
     health_address: Address | None = None  # --healthz-address; None: off
+    config: SchedulerConfig | None = None  # --scheduler-conf's actions, tiers and arguments; None: the defaults
+    config_file: str | None = None
 
 
 async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Callable[[str], None],
@@ -425,7 +427,8 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
     client = conn.client("phalanx-scheduler")
     tune_for_long_running()
     try:
-        config = SchedulerConfig(scheduler_name=settings.scheduler_name, default_queue=settings.default_queue)
+        config = replace(settings.config or SchedulerConfig(), scheduler_name=settings.scheduler_name,
+                         default_queue=settings.default_queue)
         registry = process_registry()
         sched = Scheduler(client, Clock(), config, name=settings.scheduler_name, period=settings.period,
                           metrics=SchedulerMetrics(registry))
@@ -435,7 +438,9 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
                               {"informer-sync": lambda: not leading.now or (sched.synced() and groups.pods.synced)},
                               settings.metrics_address, settings.health_address, say)
         say(f"phalanx scheduler: {client.server}; scheduler name {settings.scheduler_name}; "
-            f"default queue {settings.default_queue}")
+            f"default queue {settings.default_queue}"
+            + (f"; configuration {settings.config_file} (actions: {', '.join(config.actions)})"
+               if settings.config_file else ""))
 
         async def run_both() -> None:
             await asyncio.gather(sched.run(), groups.run())

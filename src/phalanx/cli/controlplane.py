@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from phalanx.client.http import HttpClient
     from phalanx.client.rest import RestClient
     from phalanx.cluster import EmbeddedCluster
+    from phalanx.scheduler.config import SchedulerConfig
 else:
     # Used by the control plane only, not by the commands that merely find it.
     asyncio = lazy_module("asyncio")
@@ -388,16 +389,19 @@ class ServedCluster:
 
 
 def start_daemon(home: Path, port: int = 0, timeout: float = 20.0 + LOCK_WAIT, *,
-                 controllers: bool = True, scheduler: bool = True, plain_kubernetes: bool = False) -> Endpoint:
+                 controllers: bool = True, scheduler: bool = True, plain_kubernetes: bool = False,
+                 scheduler_conf: str | None = None) -> Endpoint:
     """Start ``phalanx serve`` in the background and wait until it answers.
     ``controllers``/``scheduler`` False leave the job controller / the gang
     scheduler out (``phalanx operator`` / ``phalanx scheduler`` run them);
-    ``plain_kubernetes``: see ``EmbeddedCluster``."""
+    ``plain_kubernetes``: see ``EmbeddedCluster``; ``scheduler_conf``: the
+    embedded scheduler's volcano-scheduler.conf (an absolute path)."""
     make_private_dir(home)
     log = open(home / "controlplane.log", "ab")
     env = dict(os.environ, PHALANX_HOME=str(home))
     flags = [*([] if controllers else ["--no-controllers"]), *([] if scheduler else ["--no-scheduler"]),
-             *(["--plain-kubernetes"] if plain_kubernetes else [])]
+             *(["--plain-kubernetes"] if plain_kubernetes else []),
+             *(["--scheduler-conf", scheduler_conf] if scheduler_conf else [])]
     proc = subprocess.Popen(
         [sys.executable, "-m", "phalanx.cli.main", "serve", "--port", str(port), *flags],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
@@ -434,10 +438,13 @@ def stop_daemon(home: Path, timeout: float = 60.0) -> bool:
 
 
 async def serve_forever(home: Path, port: int = 0, *, controllers: bool = True, scheduler: bool = True,
-                        plain_kubernetes: bool = False) -> None:
+                        plain_kubernetes: bool = False, scheduler_config: SchedulerConfig | None = None) -> None:
     """Foreground control plane until SIGTERM/SIGINT (what ``up`` runs)."""
     tune_for_long_running()
-    served = ServedCluster(home, load_config(home=home), port=port, controllers=controllers, scheduler=scheduler,
+    config = load_config(home=home)
+    if scheduler_config is not None:
+        config.scheduler = scheduler_config
+    served = ServedCluster(home, config, port=port, controllers=controllers, scheduler=scheduler,
                            plain_kubernetes=plain_kubernetes)
     try:
         await served.start()

@@ -96,6 +96,22 @@ def _load_and_check(path: str, namespace: str | None) -> list[dict]:
     return docs
 
 
+_SCHEDULER_CONF_HELP = ("Volcano's volcano-scheduler.conf: actions, tiers of plugins and their arguments "
+                        "(default: Phalanx's; see --print-config)")
+
+
+def _scheduler_conf(path: str):
+    """The file's SchedulerConfig, read before anything starts; a bad file exits 2 naming it and the field."""
+    from phalanx.scheduler.conffile import SchedulerConfError, load_scheduler_conf  # lazy for start-up speed
+
+    try:
+        return load_scheduler_conf(path)
+    except SchedulerConfError as e:
+        for line in str(e).splitlines():
+            err.print(f"error: --scheduler-conf: {line}", markup=False)
+        raise typer.Exit(EXIT_INVALID) from None
+
+
 # ---------------------------------------------------------------- control plane
 
 @app.command()
@@ -109,16 +125,26 @@ def up(
         False, "--plain-kubernetes",
         help="admit as a plain kube-apiserver with the CRDs: no Kubeflow defaults or webhook rules for the job "
              "kinds (schemas still checked); registered admission webhooks are called"),
+    scheduler_conf: Optional[str] = typer.Option(None, "--scheduler-conf", help=_SCHEDULER_CONF_HELP),
 ) -> None:
     """Start a background control plane (state in $PHALANX_HOME); print the line that points kubectl at it."""
+    if scheduler_conf is not None:
+        if not scheduler:
+            _fail("error: --scheduler-conf: configures the embedded scheduler, which --no-scheduler leaves out "
+                  "(give the file to `phalanx scheduler`)", EXIT_INVALID)
+        _scheduler_conf(scheduler_conf)
+        scheduler_conf = str(Path(scheduler_conf).absolute())
     home = phalanx_home_dir()
     ep = running_endpoint(home)  # asked through the API; a dying one is waited for
     if ep is not None:
         err.print(f"control plane already running (pid {ep.pid}) at {ep.url}", markup=False)
+        if scheduler_conf is not None:
+            err.print("warning: --scheduler-conf: not applied: the running control plane keeps its scheduler "
+                      "configuration (`phalanx down` first)", markup=False)
     else:
         try:
             ep = start_daemon(home, port, controllers=controllers, scheduler=scheduler,
-                              plain_kubernetes=plain_kubernetes)
+                              plain_kubernetes=plain_kubernetes, scheduler_conf=scheduler_conf)
         except RuntimeError as e:
             _fail(f"error: {e}")
         err.print(f"control plane running (pid {ep.pid}) at {ep.url}; state in {home}; "
@@ -141,10 +167,12 @@ def serve(
     controllers: bool = typer.Option(True, "--controllers/--no-controllers"),
     scheduler: bool = typer.Option(True, "--scheduler/--no-scheduler"),
     plain_kubernetes: bool = typer.Option(False, "--plain-kubernetes"),
+    scheduler_conf: Optional[str] = typer.Option(None, "--scheduler-conf"),
 ) -> None:
     """Run the control plane in the foreground (used by `up`)."""
+    sched_config = _scheduler_conf(scheduler_conf) if scheduler_conf is not None else None
     asyncio.run(serve_forever(phalanx_home_dir(), port, controllers=controllers, scheduler=scheduler,
-                              plain_kubernetes=plain_kubernetes))
+                              plain_kubernetes=plain_kubernetes, scheduler_config=sched_config))
 
 
 # ---------------------------------------------------------------- cluster mode
@@ -336,6 +364,10 @@ def scheduler_cmd(
     healthz_address: str = typer.Option(
         "127.0.0.1:11251", "--healthz-address",
         help="serve /healthz and /readyz here (':11251': every interface; '0': off)"),
+    scheduler_conf: Optional[str] = typer.Option(None, "--scheduler-conf", help=_SCHEDULER_CONF_HELP),
+    print_config: bool = typer.Option(False, "--print-config",
+                                      help="print the configuration (--scheduler-conf's or the default) as a "
+                                           "volcano-scheduler.conf and exit"),
     verbose: int = typer.Option(0, "-v", "--verbose", count=True),
 ) -> None:
     """Run the gang scheduler (Volcano-shaped) as a secondary scheduler: PodGroups, Queues, pods/binding."""
@@ -348,6 +380,13 @@ def scheduler_cmd(
 
     if not scheduler_name.strip():
         _fail("error: --scheduler-name: must not be empty", EXIT_INVALID)
+    sched_config = _scheduler_conf(scheduler_conf) if scheduler_conf is not None else None
+    if print_config:
+        from phalanx.scheduler.conffile import render_scheduler_conf  # lazy for start-up speed, as above
+        from phalanx.scheduler.config import SchedulerConfig  # lazy for start-up speed, as above
+
+        out.print(render_scheduler_conf(sched_config or SchedulerConfig()), markup=False, end="")
+        raise typer.Exit(cmdutil.EXIT_OK)
     try:
         election = leader_election(
             leader_elect, leader_elect_resource_name or scheduler_name.strip(), leader_elect_resource_namespace,
@@ -360,7 +399,8 @@ def scheduler_cmd(
     configure_logging(verbose)
     conn = _connection(kubeconfig, context, server, token, certificate_authority, in_cluster, kube_api_qps,
                        kube_api_burst)
-    settings = SchedulerSettings(scheduler_name.strip(), default_queue, schedule_period, leader_election=election)
+    settings = SchedulerSettings(scheduler_name.strip(), default_queue, schedule_period, leader_election=election,
+                                 config=sched_config, config_file=scheduler_conf)
     settings.metrics_address, settings.health_address = ops_addresses
     _run_cluster_mode(run_scheduler(conn, settings, lambda m: err.print(m, markup=False)))
 
@@ -392,6 +432,9 @@ def install(
         None, "--webhook-url",
         help="call the webhooks at this https:// URL (an operator outside the cluster, e.g. https://127.0.0.1:9443) "
              "instead of through the Service"),
+    scheduler_conf: Optional[str] = typer.Option(
+        None, "--scheduler-conf",
+        help="ship this volcano-scheduler.conf in the scheduler's ConfigMap (default: Phalanx's configuration)"),
 ) -> None:
     """Print everything a cluster needs (`phalanx install | kubectl apply -f -`): CRDs, RBAC, Deployments."""
     # Lazy for start-up speed: the manifests load every kind's OpenAPI schema.
@@ -402,9 +445,13 @@ def install(
         _fail("error: --cert-manager: its Issuer and Certificate are applied with kubectl: "
               "`phalanx install --cert-manager | kubectl apply -f -`", EXIT_INVALID)
     hooks = WebhookInstall(cert_manager=cert_manager, url=webhook_url) if webhooks else None
+    conf_text = None
+    if scheduler_conf is not None:
+        _scheduler_conf(scheduler_conf)  # exits 2 naming the file and the field
+        conf_text = Path(scheduler_conf).read_text()
     opts = InstallOptions(namespace=namespace, image=image or DEFAULT_IMAGE, image_pull_policy=image_pull_policy,
                           scheduler=scheduler, scheduler_name=scheduler_name.strip(), volcano_crds=volcano_crds,
-                          webhook=hooks)
+                          webhook=hooks, scheduler_conf=conf_text)
     try:
         objs = install_objects(opts)
     except ValueError as e:

@@ -41,6 +41,14 @@ from phalanx.deploy.webhooks import (
     webhook_objects,
 )
 from phalanx.objects.names import is_dns_label
+from phalanx.scheduler.conffile import (
+    CONF_FILE_NAME,
+    CONF_MOUNT_PATH,
+    CONFIGMAP_NAME,
+    parse_scheduler_conf,
+    render_scheduler_conf,
+)
+from phalanx.scheduler.config import SchedulerConfig
 
 DEFAULT_IMAGE = f"ghcr.io/phalanx-dev/phalanx:{__version__}"
 DEFAULT_NAMESPACE = "phalanx-system"
@@ -57,6 +65,7 @@ class InstallOptions:
     volcano_crds: bool | None = None  # None: with the scheduler
     operator_args: tuple[str, ...] = ()
     webhook: WebhookInstall | None = WebhookInstall()  # None: no admission webhooks
+    scheduler_conf: str | None = None  # a volcano-scheduler.conf's text; None: Phalanx's default rendered
 
     def check(self) -> None:
         """Raise ValueError naming the option and the rule."""
@@ -72,6 +81,8 @@ class InstallOptions:
                              'values: "Always", "IfNotPresent", "Never"')
         if not self.scheduler_name or any(c.isspace() for c in self.scheduler_name):
             raise ValueError(f"--scheduler-name: must be non-empty without spaces, got {self.scheduler_name!r}")
+        if self.scheduler_conf is not None:
+            parse_scheduler_conf(self.scheduler_conf, f"--scheduler-conf: {CONF_FILE_NAME}")
 
 
 def _deployment(name: str, namespace: str, image: str, pull: str, args: list[str]) -> dict[str, Any]:
@@ -124,7 +135,7 @@ def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
     if o.scheduler:
         parts.append(("phalanx-scheduler", SCHEDULER_RULES,
                       ["scheduler", "--in-cluster", f"--scheduler-name={o.scheduler_name}", "--leader-elect",
-                       *ops_args("phalanx-scheduler")]))
+                       f"--scheduler-conf={CONF_MOUNT_PATH}/{CONF_FILE_NAME}", *ops_args("phalanx-scheduler")]))
     for name, _, _ in parts:
         objs.append({"apiVersion": "v1", "kind": "ServiceAccount",
                      "metadata": {"name": name, "namespace": ns, "labels": dict(LABELS)}})
@@ -135,12 +146,35 @@ def install_objects(opts: InstallOptions | None = None) -> list[dict[str, Any]]:
     objs.append(leader_election_role(ns, LABELS))
     objs.append(leader_election_role_binding(ns, [name for name, _, _ in parts], LABELS))
     objs += webhook_namespaced_rbac(o.webhook, "phalanx-operator", ns, LABELS)
+    if o.scheduler:
+        objs.append(scheduler_configmap(o, ns))
     for name, _, args in parts:
         dep = with_ops_endpoints(_deployment(name, ns, o.image, o.image_pull_policy, args), name)
+        if name == "phalanx-scheduler":
+            dep = with_scheduler_conf(dep)
         objs.append(operator_with_webhook(dep, o.webhook) if name == "phalanx-operator" else dep)
     objs += monitoring_objects([name for name, _, _ in parts], ns)
     objs += webhook_objects(o.webhook, ns, LABELS)
     return objs
+
+
+# ---- the scheduler's configuration, as Volcano ships it ----------------------------------
+
+def scheduler_configmap(o: InstallOptions, namespace: str) -> dict[str, Any]:
+    """Volcano's ``volcano-scheduler-configmap`` with its one key ``volcano-scheduler.conf``."""
+    text = o.scheduler_conf if o.scheduler_conf is not None else render_scheduler_conf(SchedulerConfig())
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": CONFIGMAP_NAME, "namespace": namespace, "labels": dict(LABELS)},
+            "data": {CONF_FILE_NAME: text}}
+
+
+def with_scheduler_conf(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The ConfigMap mounted where Volcano mounts it (the scheduler reads it at start: restart it to apply)."""
+    pod = deployment["spec"]["template"]["spec"]
+    pod["volumes"].append({"name": "scheduler-config", "configMap": {"name": CONFIGMAP_NAME}})
+    pod["containers"][0]["volumeMounts"].append({"name": "scheduler-config", "mountPath": CONF_MOUNT_PATH,
+                                                 "readOnly": True})
+    return deployment
 
 
 # ---- metrics and probes -----------------------------------------------------------------
