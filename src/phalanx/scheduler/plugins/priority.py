@@ -24,9 +24,11 @@ class PriorityPlugin(Plugin):
         ssn.add_job_order_key(lambda j: -j.priority)
         ssn.add_preemptable_fn(_preemptable)
         ssn.add_job_starving_fn(lambda j: j.ready_task_num() + j.waiting_task_num() < len(j.tasks))
-        ssn.add_preempt_possible_fn(lambda j: _lower_job_holds_resources(ssn, j))
+        held = _HeldByPriority(ssn)
+        ssn.add_preempt_possible_fn(held.any_lower)
         if "preempt" in ssn.config.actions:
-            ssn.add_preemptable_resources_fn(lambda j: _held_by_lower_jobs(ssn, j))
+            ssn.add_preemptable_resources_fn(held.lower)
+        ssn.add_event_handler(allocate=held.changed, deallocate=held.changed)
 
 
 def _preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
@@ -34,23 +36,40 @@ def _preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskIn
     return [t for t in candidates if t.job is not preemptor.job and t.job.priority < p]
 
 
-def _held_by_lower_jobs(ssn: Session, job: JobInfo) -> list[float]:
-    """What the jobs of lower priority in the job's queue hold (preempt could take it)."""
-    out = ssn.dims.zero()
-    settled = ssn.snapshot.settled.get(job.queue)
-    if settled is not None:
-        for p, allocated in settled.priorities.items():
-            if p < job.priority:
-                R.add(out, allocated)
-    for j in ssn.jobs.values():
-        if j.queue == job.queue and j.priority < job.priority:
-            R.add(out, j.allocated)
-    return out
+class _HeldByPriority:
+    """Per queue, what the jobs of each priority hold (settled ones included), computed when
+    first asked and again after an allocation changed: one pass over the jobs, not one per
+    waiting job."""
 
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.by_queue: dict[str, list[tuple[int, list[float]]]] | None = None
 
-def _lower_job_holds_resources(ssn: Session, job: JobInfo) -> bool:
-    settled = ssn.snapshot.settled.get(job.queue)
-    if settled is not None and any(p < job.priority for p in settled.priorities):
-        return True
-    return any(j.queue == job.queue and j.priority < job.priority and not R.is_empty(j.allocated)
-               for j in ssn.jobs.values())
+    def changed(self, _task: TaskInfo) -> None:
+        self.by_queue = None
+
+    def _table(self) -> dict[str, list[tuple[int, list[float]]]]:
+        if self.by_queue is None:
+            sums: dict[str, dict[int, list[float]]] = {}
+            for name, tot in self.ssn.snapshot.settled.items():
+                per = sums.setdefault(name, {})
+                for p, allocated in tot.priorities.items():
+                    R.add(per.setdefault(p, self.ssn.dims.zero()), allocated)
+            for j in self.ssn.jobs.values():
+                if not R.is_empty(j.allocated):
+                    R.add(sums.setdefault(j.queue, {}).setdefault(j.priority, self.ssn.dims.zero()), j.allocated)
+            self.by_queue = {q: sorted(per.items()) for q, per in sums.items()}
+        return self.by_queue
+
+    def lower(self, job: JobInfo) -> list[float]:
+        """What the jobs of lower priority in the job's queue hold (preempt could take it)."""
+        out = self.ssn.dims.zero()
+        for p, allocated in self._table().get(job.queue, ()):
+            if p >= job.priority:
+                break
+            R.add(out, allocated)
+        return out
+
+    def any_lower(self, job: JobInfo) -> bool:
+        rows = self._table().get(job.queue) or []
+        return bool(rows) and rows[0][0] < job.priority
