@@ -38,6 +38,7 @@ from phalanx.node.agent import ensure_node
 from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError
 from phalanx.objects.quantity import parse_quantity
+from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
 from phalanx.sim.arrivals import LoadedWorkload
@@ -103,6 +104,7 @@ class SimResult:
     stopped_by: str  # "done" | "until"
     seed: int | None = None
     problems: list[str] = field(default_factory=list)
+    evictions: dict[str, int] = field(default_factory=dict)  # "preempted" / "reclaimed" -> pods
 
 
 class Simulation:
@@ -153,7 +155,7 @@ class Simulation:
         stats = self._stats(time.perf_counter() - wall)
         assert self.metrics is not None
         return SimResult(self.metrics.records, self.metrics.timeline, self._capacity, self._end, stats,
-                         stopped_by, self.seed, list(self.problems))
+                         stopped_by, self.seed, list(self.problems), dict(self.metrics.evictions))
 
     # ------------------------------------------------------------------ wiring
 
@@ -174,11 +176,13 @@ class Simulation:
         options = ReconcileOptions(gang_scheduler="volcano", local_runtime=False, resolvable_names=True,
                                    default_backoff_limit=s.default_backoff_limit)
         self.gc = GarbageCollector(client)
-        self.scheduler = Scheduler(client, clock, period=s.seconds("scheduler_period") or 1.0, pace=0.0)
+        self.scheduler = Scheduler(client, clock, SchedulerConfig(overcommit_factor=s.overcommit_factor),
+                                   period=s.seconds("scheduler_period") or 1.0, pace=0.0)
         self.jobs = JobController(client, clock, options)
         agent_cfg = SimAgentConfig(backoff_base=s.seconds("backoff_base") or 0.0,
                                    backoff_cap=s.seconds("backoff_cap") or 0.0,
-                                   startup=s.seconds("startup") or 0.0, events=s.events)
+                                   startup=s.seconds("startup") or 0.0, stop_time=s.seconds("stop_time") or 0.0,
+                                   events=s.events)
         nodes = [SimNode(name, _node_ip(i)) for i, (name, _) in enumerate(node_specs)]
         self.agent = SimAgent(client, clock, nodes, agent_cfg)
         for c in (self.gc, self.scheduler, self.jobs, self.agent):

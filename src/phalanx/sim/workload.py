@@ -282,13 +282,15 @@ class SimSettings(_Model):
     backoff_cap: Any = "300s"
     default_backoff_limit: int = Field(default=0, ge=0, le=1_000_000)
     startup: Any = "0s"
+    stop_time: Any = "0s"  # SIGTERM to exit of a killed container (at most its grace period)
     scheduler_period: Any = "10m"
+    overcommit_factor: float = Field(default=1.2, ge=1.0, le=1000.0)  # Volcano's overcommit-factor
     until: Any = None
     drain: Any = "1d"
     events: bool = True
     event_ttl: Any = "1h"
 
-    @field_validator("backoff_base", "backoff_cap", "startup", "until", "drain", "event_ttl")
+    @field_validator("backoff_base", "backoff_cap", "startup", "stop_time", "until", "drain", "event_ttl")
     @classmethod
     def _d(cls, v: Any) -> Any:
         if v is not None:
