@@ -310,7 +310,7 @@ def plot(result: SimResult, out: Path, *, png: bool = True, svg: bool = True) ->
                 ax1.step(xs, [100 * y for y in ys[res]], where="post", label=res, linewidth=1)
         ax1.set_ylabel("allocated (% of capacity)")
         ax1.set_ylim(0, 105)
-        ax1.legend(loc="upper right")
+        ax1.legend(**_LEGEND)
         ax1.grid(True, alpha=0.3)
         title = f"{result.stats.nodes} nodes, {len(result.records)} jobs"
         evicted = sum(result.evictions.values())
@@ -326,7 +326,7 @@ def plot(result: SimResult, out: Path, *, png: bool = True, svg: bool = True) ->
         ax2.set_ylabel("PodGroups waiting")
         ax2.grid(True, alpha=0.3)
         if queues:
-            ax2.legend(loc="upper right", ncol=_legend_columns(len(queues)))
+            ax2.legend(**_LEGEND)
         _share_panel(ax3, xs, ys, shares, result.capacity[0], Line2D)
         ax3.set_xlabel(f"virtual time ({unit})")
         written = []
@@ -344,16 +344,22 @@ def plot(result: SimResult, out: Path, *, png: bool = True, svg: bool = True) ->
 
 def _share_panel(ax: Any, xs: list[float], ys: dict[str, list[float]], shares: list[str], cpu: float,
                  line: Any) -> None:
-    """Each queue's cpu held (solid) and deserved share (dashed), one colour per queue."""
-    colours = [f"C{i % 10}" for i in range(len(shares))]
+    """Each queue's cpu held (solid) and deserved share (dashed), one colour per queue.
+    Lines at one level stay apart: the solid ones are nested (earlier queues wider,
+    underneath), the dashed ones drawn on top with interleaved dashes."""
+    n = len(shares)
+    slots = min(max(n, 1), 4)
     handles = []
-    for q, colour in zip(shares, colours):
-        ax.step(xs, ys[f"a:{q}"], where="post", color=colour, linewidth=2.2, alpha=0.55)
-        ax.step(xs, ys[f"d:{q}"], where="post", color=colour, linewidth=1.2, linestyle=(0, (4, 2)))
-        handles.append(line([0], [0], color=colour, linewidth=2.2, alpha=0.55, label=q))
+    for i, q in enumerate(shares):
+        colour = f"C{i % 10}"
+        width = 1.8 + 3.0 * (n - 1 - i) / max(n - 1, 1)
+        ax.step(xs, ys[f"a:{q}"], where="post", color=colour, linewidth=width, alpha=0.6, zorder=2 + i)
+        dashes = (2.0 * (i % slots), (2.0, 2.0 * (slots - 1) if slots > 1 else 2.0))
+        ax.step(xs, ys[f"d:{q}"], where="post", color=colour, linewidth=1.4, linestyle=dashes, zorder=2 + n + i)
+        handles.append(line([0], [0], color=colour, linewidth=2.2, alpha=0.6, label=q))
     if shares:
-        handles.append(line([0], [0], color="0.3", linewidth=1.2, linestyle=(0, (4, 2)), label="deserved (dashed)"))
-        ax.legend(handles=handles, loc="upper right", ncol=_legend_columns(len(handles)))
+        handles.append(line([0], [0], color="0.3", linewidth=1.4, linestyle=(0, (2.0, 2.0)), label="deserved"))
+        ax.legend(handles=handles, **_LEGEND)
     else:
         ax.step(xs, [0] * len(xs), where="post", linewidth=1)
     ax.set_ylabel("cpu per queue (cores)")
@@ -362,8 +368,8 @@ def _share_panel(ax: Any, xs: list[float], ys: dict[str, list[float]], shares: l
     ax.grid(True, alpha=0.3)
 
 
-def _legend_columns(n: int) -> int:
-    return 1 if n <= 4 else (2 if n <= 8 else 3)
+_LEGEND: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.005, 1.0), "borderaxespad": 0.0,
+                           "frameon": False}
 
 
 def _time_unit(end: float) -> tuple[float, str]:
