@@ -192,7 +192,7 @@ async def test_only_objects_controlled_by_the_job_are_handed_to_the_core(monkeyp
     jc.pods = FakeInformer(mine, stranger)
     seen = {}
 
-    def spy(job, pods, services, podgroup, now, fw, options, others=None):
+    def spy(job, pods, services, podgroup, now, fw, options, others=None, preempted_gone=None):
         seen["pods"] = [p["metadata"]["name"] for p in pods]
         return Plan()
 
@@ -209,6 +209,56 @@ async def test_deleted_or_deleting_jobs_are_not_reconciled():
     jc, client, _ = make(job)
     assert await jc.reconcile(KEY) is None and client.calls == []
     assert await jc.reconcile("garbage") is None
+
+
+MARK = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": 'volcano: reclaiming for queue "b" (below its deserved share): default/b-0 of job default/b'}
+
+
+def owned_pod(name: str, uid: str = "pod-uid", conditions: list | None = None) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": name, "namespace": "default", "uid": uid,
+        "ownerReferences": [{"kind": "PyTorchJob", "name": "pytest", "uid": JOB_UID, "controller": True}]},
+        "status": {"phase": "Running", "conditions": list(conditions or [])}}
+
+
+def test_the_schedulers_eviction_mark_is_a_pod_change_that_enqueues_other_conditions_are_not():
+    pod = owned_pod("pytest-worker-0", conditions=[{"type": "Ready", "status": "True"}])
+    ready_false = copy.deepcopy(pod)
+    ready_false["status"]["conditions"][0]["status"] = "False"
+    marked = copy.deepcopy(pod)
+    marked["status"]["conditions"].append(MARK)
+    assert not ctl._may_change_plan(ready_false, pod)
+    assert ctl._may_change_plan(marked, pod)
+
+
+async def test_a_preempted_pod_seen_deleted_is_handed_to_the_core_by_uid(monkeypatch):
+    jc, _, _ = make(pytorch_job())
+    seen = []
+
+    def spy(job, pods, services, podgroup, now, fw, options, others=None, preempted_gone=None):
+        seen.append(preempted_gone)
+        return Plan()
+
+    monkeypatch.setattr(ctl, "reconcile", spy)
+    jc._owned_handler("DELETED", owned_pod("pytest-worker-1", uid="u1"), None)  # no mark: forgotten
+    jc._owned_handler("DELETED", owned_pod("pytest-worker-0", uid="u0", conditions=[MARK]), None)
+    await jc.reconcile(KEY)
+    assert seen == [{"pytest-worker-0": ("u0", MARK["message"])}]
+    jc.clock.advance(ctl.PREEMPTED_GONE_KEPT + 1)
+    jc._owned_handler("DELETED", owned_pod("pytest-worker-2", uid="u2"), None)  # prunes the old memory
+    await jc.reconcile(KEY)
+    assert seen[-1] == {}
+
+
+def test_deleting_a_failed_preempted_pod_is_no_restart():
+    jc, _, _ = make()
+    failed = owned_pod("pytest-worker-0")
+    failed["status"]["phase"] = "Failed"
+    preempted = owned_pod("pytest-worker-1", conditions=[MARK])
+    preempted["status"]["phase"] = "Failed"
+    jc.pods = FakeInformer(failed, preempted)
+    assert jc._failed_pod("default", "pytest-worker-0") and not jc._failed_pod("default", "pytest-worker-1")
 
 
 def test_owned_object_events_map_to_the_controlling_job():

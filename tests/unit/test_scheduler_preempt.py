@@ -302,3 +302,29 @@ def test_victim_votes_intersect_over_all_tiers_an_empty_answer_vetoes_and_no_ans
     assert Session._victims([[lambda _p, cs: []], [lambda _p, cs: cs]], a, cands) == []
     assert Session._victims([[lambda _p, cs: None]], a, cands) == []
     assert Session._victims([], a, cands) == []
+
+
+# ---------------------------------------------------------------- admission of a job that would take resources back
+def _pending(job: str, queue_name: str = "default", priority_class: str | None = None) -> tuple[dict, list[dict]]:
+    return podgroup(job, 4, queue=queue_name, priority_class=priority_class,
+                    min_resources={"cpu": "4", "memory": "400Mi"}), []
+
+
+def test_a_job_of_a_queue_below_its_share_is_admitted_on_a_full_cluster_when_reclaim_can_make_room():
+    w = world(running("a", 8, 4, "team-a"), _pending("b", "team-b"), queues=two_teams())
+    run(w)
+    assert w.podgroup("b")["status"]["phase"] == "Inqueue"
+
+
+def test_without_reclaim_such_a_job_waits_for_admission_as_in_volcano():
+    w = world(running("a", 8, 4, "team-a"), _pending("b", "team-b"), queues=two_teams())
+    run(w, SchedulerConfig(actions=VOLCANO_DEFAULT_ACTIONS))
+    assert w.podgroup("b")["status"]["phase"] == "Pending"
+
+
+def test_a_higher_priority_job_is_admitted_on_a_full_cluster_an_equal_one_is_not():
+    w = world(running("low", 8, 8, priority_class="low"), _pending("urgent", priority_class="high"),
+              _pending("same", priority_class="low"))
+    run(w)
+    assert w.podgroup("urgent")["status"]["phase"] == "Inqueue"
+    assert w.podgroup("same")["status"]["phase"] == "Pending"

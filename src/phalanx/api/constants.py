@@ -52,3 +52,6 @@ CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
 REASON_TERMINATION_BY_KUBELET = "TerminationByKubelet"
 NODE_SHUTDOWN_REASON = "Terminated"
 NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+# A pod the scheduler evicts (preempt, reclaim) carries a DisruptionTarget condition with
+# this reason before its graceful deletion: a preemption, not a failure of the pod's own.
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"

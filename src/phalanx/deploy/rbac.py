@@ -59,12 +59,13 @@ OPERATOR_RULES: list[dict[str, Any]] = [
 
 SCHEDULER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": READ},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "patch", "delete"]},  # delete: evictions
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update", "patch"]},
     {"apiGroups": [""], "resources": ["pods/finalizers"], "verbs": ["update"]},
     {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": [*READ, "create", "update"]},
-    {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": [*READ, "create"]},
+    {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues"], "verbs": [*READ, "create", "patch"]},
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": READ},
     {"apiGroups": ["scheduling.volcano.sh"], "resources": ["queues/status"], "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]

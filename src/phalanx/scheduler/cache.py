@@ -281,7 +281,8 @@ class SnapshotCache:
             if name in queues:
                 tot = self._totals(name, dims)
                 settled[name] = QueueTotals(list(tot.allocated), list(tot.request), list(tot.inqueue),
-                                            list(tot.elastic), dict(tot.phases), dict(tot.priorities))
+                                            list(tot.elastic), dict(tot.phases),
+                                            {p: list(v) for p, v in tot.priorities.items()})
 
         def load_settled() -> list[JobInfo]:
             """The settled jobs, parsed (a session that looks for preemption victims needs their
@@ -446,7 +447,7 @@ class SnapshotCache:
                 R.add(tot.elastic, rec.elastic)
                 tot.phases[rec.phase] = tot.phases.get(rec.phase, 0) + 1
                 if not R.is_empty(rec.allocated):
-                    tot.priorities[rec.priority] = tot.priorities.get(rec.priority, 0) + 1
+                    R.add(tot.priorities.setdefault(rec.priority, dims.zero()), rec.allocated)
             self._queue_totals[queue] = tot
         return tot
 

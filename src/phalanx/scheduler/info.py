@@ -363,9 +363,9 @@ class QueueTotals:
     elastic: list[float]
     phases: dict[str, int] = field(default_factory=dict)  # PodGroup phase -> number of jobs
 
-    # priority -> number of the settled jobs holding resources: whether any of them could be a
-    # preemption victim, without parsing them
-    priorities: dict[int, int] = field(default_factory=dict)
+    # priority -> what the settled jobs of that priority hold: whether any of them could be a
+    # preemption victim, and how much preemption could free, without parsing them
+    priorities: dict[int, list[float]] = field(default_factory=dict)
 
     @classmethod
     def zero(cls, dims: R.Dims) -> "QueueTotals":
@@ -383,12 +383,11 @@ class QueueTotals:
             self.phases[job.phase] = n
         else:
             self.phases.pop(job.phase, None)
-        if not R.is_empty(allocated):
-            m = self.priorities.get(job.priority, 0) - 1
-            if m > 0:
-                self.priorities[job.priority] = m
-            else:
-                self.priorities.pop(job.priority, None)
+        held = self.priorities.get(job.priority)
+        if held is not None:
+            R.sub(held, allocated)
+            if R.is_empty(held):
+                del self.priorities[job.priority]
 
 
 def fullness(node: NodeInfo) -> float:

@@ -45,7 +45,13 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable
 
-from phalanx.api.constants import DEFAULT_QUEUE, ROOT_QUEUE, VOLCANO_VERSION
+from phalanx.api.constants import (
+    CONDITION_DISRUPTION_TARGET,
+    DEFAULT_QUEUE,
+    REASON_PREEMPTION_BY_SCHEDULER,
+    ROOT_QUEUE,
+    VOLCANO_VERSION,
+)
 from phalanx.client.interface import Client
 from phalanx.objects.clock import Clock, format_time, parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
@@ -63,8 +69,6 @@ from phalanx.scheduler.writeback import WriteBack
 log = logging.getLogger(__name__)
 
 MAX_RETRIES = 5
-DISRUPTION_TARGET = "DisruptionTarget"
-PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 EVENT_MEMORY = 8192
 WRITE_CONCURRENCY = 128
 
@@ -469,8 +473,8 @@ class Scheduler:
             obj = copy.deepcopy(current)
             status = obj.setdefault("status", {})
             conds = [c for c in status.get("conditions") or [] if isinstance(c, dict)
-                     and c.get("type") != DISRUPTION_TARGET]
-            conds.append({"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+                     and c.get("type") != CONDITION_DISRUPTION_TARGET]
+            conds.append({"type": CONDITION_DISRUPTION_TARGET, "status": "True", "reason": REASON_PREEMPTION_BY_SCHEDULER,
                           "message": e.message, "lastProbeTime": None,
                           "lastTransitionTime": format_time(self.clock.now())})
             status["conditions"] = conds

@@ -22,6 +22,8 @@ session, and the session combines the callbacks with Volcano's rules
   proportion's "only down to deserved" in tier 2 is never asked);
 - PreemptPossible, ReclaimPossible: AND over all plugins; a cheap test, before
   the settled jobs are parsed, that a victim can exist at all;
+- Evictable (resources preempt/reclaim could free for a job awaiting
+  admission, which admission counts as free): the sum over plugins;
 - victim groups: the first plugin that answers says which tasks must be
   evicted together with a victim (gang: the whole gang, once it has no pods
   to spare); none -> the victim alone;
@@ -145,6 +147,7 @@ class Session:
         self._victim_group: list[Callable[[TaskInfo], list[TaskInfo] | None]] = []
         self._preempt_possible: list[Callable[[JobInfo], bool]] = []
         self._reclaim_possible: list[Callable[[JobInfo], bool]] = []
+        self._evictable: list[Callable[[JobInfo], list[float] | None]] = []
         self.predicate_fns: list[Callable[[TaskInfo, NodeInfo], str | None]] = []
         self.node_order_fns: list[Callable[[TaskInfo, NodeInfo], float]] = []
         self.allocate_handlers: list[Callable[[TaskInfo], None]] = []
@@ -230,6 +233,10 @@ class Session:
         """fn(job): False when no task of this session could be a victim of the job in reclaim."""
         self._reclaim_possible.append(fn)
 
+    def add_evictable_fn(self, fn: Callable[[JobInfo], list[float] | None]) -> None:
+        """fn(job): resources that preemption or reclaim could free for a job awaiting admission."""
+        self._evictable.append(fn)
+
     def add_victim_group_fn(self, fn: Callable[[TaskInfo], list[TaskInfo] | None]) -> None:
         """fn(victim): the tasks to evict with it (itself included), or None to abstain."""
         self._victim_group.append(fn)
@@ -314,6 +321,14 @@ class Session:
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return all(fn(queue, task) for fn in self._preemptive)
+
+    def evictable(self, job: JobInfo) -> list[float]:
+        out = self.dims.zero()
+        for fn in self._evictable:
+            got = fn(job)
+            if got is not None:
+                R.add(out, got)
+        return out
 
     def preempt_possible(self, job: JobInfo) -> bool:
         return all(fn(job) for fn in self._preempt_possible)

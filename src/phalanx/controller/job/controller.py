@@ -28,7 +28,7 @@ import logging
 from typing import Any, Coroutine, Iterable, NamedTuple
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
-from phalanx.api.pod import stopped_by_shutdown
+from phalanx.api.pod import preemption_message, stopped_by_shutdown
 from phalanx.api.registry import JOB_KINDS
 from phalanx.client.interface import Client
 from phalanx.controller.conditions import Event, is_finished
@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 OWNER_INDEX = "controller-uid"
 CONFLICT_RETRY = 0.05  # seconds; the job's MODIFIED event usually arrives first
 ERROR_RETRY = 1.0
+PREEMPTED_GONE_KEPT = 600.0  # seconds a deleted preempted pod's last state is remembered for its job
 
 
 def job_key(kind: str, ns: str, name_: str) -> str:
@@ -92,6 +93,9 @@ class JobController:
         self._stale_skipped: set[str] = set()  # keys skipped as stale: our write's event must enqueue them
         self._last_write: dict[str, tuple[Any, dict]] = {}  # key -> (resourceVersion written on, status)
         self._deleting_podgroups: set[tuple[str, str, str]] = set()  # (ns, name, job uid) we delete
+        # key -> {pod: (uid, eviction message, seen at)}: preempted pods seen deleted, so one gone
+        # before a round saw it being deleted is no restart (the core matches them by uid).
+        self._preempted_gone: dict[str, dict[str, tuple[str, str, float]]] = {}
 
     # ---- wiring -----------------------------------------------------------------------
 
@@ -164,8 +168,26 @@ class JobController:
             ref = controller_ref(o) if isinstance(o, dict) else None
             if ref and ref.get("kind") in self.frameworks and ref.get("name"):
                 keys.add(job_key(ref["kind"], namespace(o), ref["name"]))
+        if event_type == "DELETED" and obj.get("kind") == "Pod":
+            self._remember_preempted(keys, obj)
         for k in sorted(keys):
             self.controller.queue.add(k)
+
+    def _remember_preempted(self, keys: set[str], pod: Obj) -> None:
+        """A deleted pod that carried the scheduler's eviction mark, kept for its job's
+        rounds a while (PREEMPTED_GONE_KEPT); older memories are dropped."""
+        message = preemption_message(pod)
+        now = self.clock.monotonic()
+        for k in list(self._preempted_gone):
+            kept = {n: v for n, v in self._preempted_gone[k].items() if now - v[2] < PREEMPTED_GONE_KEPT}
+            if kept:
+                self._preempted_gone[k] = kept
+            else:
+                del self._preempted_gone[k]
+        if message is None or not uid_of(pod):
+            return
+        for k in keys:
+            self._preempted_gone.setdefault(k, {})[name_of(pod)] = (uid_of(pod), message, now)
 
     def _own_podgroup_delete(self, obj: Obj) -> bool:
         """A PodGroup we deleted ourselves: only finished or suspended jobs delete theirs,
@@ -196,6 +218,7 @@ class JobController:
             return None
         job = self.jobs[kind].get(ns, jname)
         if job is None:
+            self._preempted_gone.pop(key, None)
             self._written_rv.pop(key, None)
             self._last_write.pop(key, None)
             self._stale_skipped.discard(key)
@@ -214,7 +237,8 @@ class JobController:
             group = None
         others = [o for k in fw.owned_kinds(self.options) for o in self.owned[k].by_index(OWNER_INDEX, juid)] \
             if juid else []
-        plan = reconcile(job, pods, services, group, self.clock.now(), fw, self.options, others)
+        gone = {n: (uid, msg) for n, (uid, msg, _) in self._preempted_gone.get(key, {}).items()}
+        plan = reconcile(job, pods, services, group, self.clock.now(), fw, self.options, others, gone)
         return await self.apply(key, kind, job, plan)
 
     def _stale(self, key: str, job: Obj) -> bool:
@@ -291,9 +315,11 @@ class JobController:
     # ---- one write each: what it adds to the round (events, retry, created) ------------
 
     def _failed_pod(self, ns: str, n: str) -> bool:
-        """The cached pod is Failed by itself (not stopped by a shutdown): deleting it is a restart."""
+        """The cached pod is Failed by itself (not stopped by a shutdown, not evicted by the
+        scheduler): deleting it is a restart."""
         pod = self.pods.get(ns, n)
-        return isinstance(pod, dict) and pod_phase(pod) == "Failed" and not stopped_by_shutdown(pod)
+        return isinstance(pod, dict) and pod_phase(pod) == "Failed" and not stopped_by_shutdown(pod) \
+            and preemption_message(pod) is None
 
     async def _delete(self, kind_: str, n: str, ns: str, noun: str, what: str, restart: bool = False) -> _Outcome:
         try:
@@ -491,7 +517,8 @@ async def _carry_on(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
 # ---- which watch events can change a plan ------------------------------------------------
 
 # Fields the job's core never reads (metadata.resourceVersion and managedFields change on
-# every write; binding sets spec.nodeName and a condition; the agent fills IPs and times).
+# every write; binding sets spec.nodeName and a condition; the agent fills IPs and times;
+# of the conditions only the scheduler's eviction mark is read).
 # Container statuses are compared on what restarts.py and the frameworks read of them.
 _POD_IGNORED = {
     "metadata": frozenset({"resourceVersion", "managedFields", "generation"}),
@@ -508,7 +535,7 @@ def _may_change_plan(obj: Obj, old: Obj) -> bool:
     (``podgroup.admitted``); for other kinds the resourceVersion and managedFields."""
     kind = obj.get("kind")
     if kind == "Pod":
-        if _differs(old, obj, _POD_IGNORED):
+        if _differs(old, obj, _POD_IGNORED) or preemption_message(old) != preemption_message(obj):
             return True
         a, b = as_dict(old.get("status")), as_dict(obj.get("status"))
         return any(_container_view(a.get(k)) != _container_view(b.get(k))

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from phalanx.api import kubeflow
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
-from phalanx.api.pod import stopped_by_shutdown
+from phalanx.api.pod import preemption_message, stopped_by_shutdown
 from phalanx.controller.conditions import (
     CREATED,
     FAILED,
@@ -35,6 +35,7 @@ from phalanx.controller.conditions import (
     RUNNING,
     SUSPENDED,
     StatusWriter,
+    get_condition,
     is_failed,
     is_finished,
     is_succeeded,
@@ -79,6 +80,7 @@ class _Ctx:
     st: StatusWriter
     others: list[Obj] = field(default_factory=list)
     plan: Plan = field(default_factory=Plan)
+    preempted_gone: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -115,10 +117,13 @@ def reconcile(
     framework: Framework,
     options: ReconcileOptions | None = None,
     others: list[Obj] | None = None,
+    preempted_gone: dict[str, tuple[str, str]] | None = None,
 ) -> Plan:
     """Decide the next step for ``job``. ``pods``/``services``/``podgroup`` are
     the objects the job controls (the shell filters by controller ownerReference);
-    ``others`` the other objects it controls, of ``framework.owned_kinds``."""
+    ``others`` the other objects it controls, of ``framework.owned_kinds``;
+    ``preempted_gone`` the pods of the job seen deleted carrying the scheduler's
+    eviction mark (name -> (uid, message)), so one gone before it was seen being deleted is no restart."""
     options = options or ReconcileOptions()
     if not isinstance(job, dict) or not name_of(job):
         return Plan()
@@ -135,6 +140,7 @@ def reconcile(
         podgroup=podgroup if isinstance(podgroup, dict) and not is_deleting(podgroup) else None,
         others=[o for o in others or [] if isinstance(o, dict) and name_of(o)],
         st=StatusWriter(framework.kind, name_of(job), namespace(job), status(job), now),
+        preempted_gone=dict(preempted_gone or {}),
     )
     st = ctx.st
     if st.condition(CREATED) is None:
@@ -270,6 +276,10 @@ def _run(ctx: _Ctx) -> None:
 
     # Restarts are counted (into the status) before anything else decides.
     book = RestartBook(st.status)
+    for pod_name, (uid, message) in sorted(ctx.preempted_gone.items()):
+        book.preempted_unseen(pod_name, uid, message)
+    victims: list[tuple[str, str]] = []  # (pod, eviction message) of the pods the scheduler evicted
+    evicting = False  # one of them is being deleted, has ended or is gone
     for rtype, rspec, n, pslots, _ in layout:
         policy = fw.restart_policy(rspec)
         for index, slot in enumerate(pslots):
@@ -280,13 +290,22 @@ def _run(ctx: _Ctx) -> None:
             if len(slot) != 1:
                 continue
             pod = slot[0]
+            preempted = preemption_message(pod)
+            if preempted is not None:
+                book.preempted(pod, rtype, preempted)  # recreated once gone, no restart
+                victims.append((name_of(pod), preempted))
+                evicting = evicting or is_deleting(pod) or pod_phase(pod) in ("Succeeded", "Failed")
             book.observe(pod, rtype)
-            if _stopped_by_shutdown(pod):
+            if preempted is not None:
+                pass
+            elif _stopped_by_shutdown(pod):
                 book.deleted_by_job(pod)  # recreated below, no restart
             elif _needs_recreate(fw, policy, pod):
                 book.count_failure(pod, rtype)
     book.vanished({name_of(p) for p in ctx.pods}, _rtype_of(fw, job, [t for t, *_ in layout]))
     book.write(st.status)
+    victims.extend(book.preempted_gone)
+    evicting = evicting or bool(book.preempted_gone)
 
     rp = run_policy(job)
     given_limit = as_int(rp.get("backoffLimit"))
@@ -360,6 +379,10 @@ def _run(ctx: _Ctx) -> None:
             phase = pod_phase(pod)
             if phase == "Running" and not is_deleting(pod):
                 active += 1
+            elif preemption_message(pod) is not None:
+                # Evicted by the scheduler: whatever its end, neither succeeded nor failed; recreated once gone.
+                if phase in ("Succeeded", "Failed") and not is_deleting(pod):
+                    plan.delete_pods.append(name_of(pod))
             elif phase == "Succeeded":
                 succeeded += 1
             elif phase == "Failed" and _stopped_by_shutdown(pod):
@@ -395,11 +418,49 @@ def _run(ctx: _Ctx) -> None:
     st.status["replicaStatuses"] = replica_statuses
     st.set_start_time()
     fw.update_status(job, states, st)
+    if not is_finished(st.status):
+        _preemption_restarting(ctx, victims if evicting else [], states)
 
     if is_finished(st.status):
         _cleanup_finished(ctx, book)
         return
     plan.requeue_at_most(_deadline_left(ctx))
+
+
+def _preemption_prefix(ctx: _Ctx) -> str:
+    return f"{ctx.kind} {namespace(ctx.job)}/{ctx.name} is restarting because "
+
+
+def _preemption_restarting(ctx: _Ctx, victims: list[tuple[str, str]], states: list[ReplicaState]) -> None:
+    """Pods the scheduler evicted (``victims``, non-empty once one of them is being
+    deleted, has ended or is gone): Restarting, ``<Kind> <ns>/<name> is restarting
+    because <n> pods were preempted: <the first one's eviction message>``, with a
+    Warning event; a Restarting of another cause current gets this message. A
+    preemption's Restarting stays, Running kept away, until every replica runs
+    (or has succeeded) again."""
+    st, prefix = ctx.st, _preemption_prefix(ctx)
+    reason = st.reason("Restarting")
+    held = get_condition(st.before, RESTARTING)
+    if held is not None and held.get("status") == "True" and _is_preemption(prefix, held):
+        if victims or not all(r.active + r.succeeded >= r.replicas for r in states):
+            st.set(RESTARTING, as_str(held.get("reason")) or reason, as_str(held.get("message")))
+        return
+    if not victims:
+        return
+    n, first = len(victims), victims[0][1]
+    msg = prefix + (f"{n} pods were preempted" if n > 1 else "1 pod was preempted") + (f": {first}" if first else "")
+    current = st.condition(RESTARTING)
+    if current is not None and current.get("status") == "True" and current.get("reason") == reason:
+        current["message"] = msg  # the same condition, now naming the preemption
+        current["lastUpdateTime"] = format_time(ctx.now)
+        st.event("Warning", reason, msg)
+        return
+    st.set(RESTARTING, reason, msg, event="Warning")
+
+
+def _is_preemption(prefix: str, cond: Obj) -> bool:
+    msg = as_str(cond.get("message"))
+    return msg.startswith(prefix) and (" pods were preempted" in msg or " pod was preempted" in msg)
 
 
 def _rtype_of(fw: Framework, job: Obj, rtypes: list[str]) -> Callable[[str], str | None]:

@@ -7,18 +7,20 @@ every failure that leads to a restart is counted once, in the job's status:
 - ``status.restartCount``: the total, compared with ``backoffLimit``;
 - ``status.replicaStatuses[<type>].restarts``: the same, per replica type;
 - ``status.podRestarts``: ``{<pod>: {uid, containers: {<name>: n}, failing: [<name>],
-  failureCounted, deletedByJob}}`` for every pod of the job seen alive: the last
+  failureCounted, deletedByJob, preempted}}`` for every pod of the job seen alive: the last
   ``restartCount`` seen per container (an in-place restart is counted once), the
   containers whose current failure (exited non-zero, about to be restarted in
   place) is already counted, whether the pod's own failure or deletion was
-  counted, and whether the job controller deleted it on purpose.
+  counted, whether the job controller deleted it on purpose, and the message of
+  the scheduler's eviction mark when the pod was preempted.
 
 A failure is counted when it is seen — an exited container waiting for its
 in-place restart included — so the failure past ``backoffLimit`` fails the job
 before the node agent restarts it (a restart that was granted runs, no
 other starts). A pod that disappears (or is being deleted) without the job
 controller having deleted it was deleted from outside: one restart. A
-restart after a clean exit (``Always``) is not a failure and is not counted.
+restart after a clean exit (``Always``) is not a failure and is not counted,
+nor is the end of a pod the scheduler evicted (preempted, reclaimed).
 """
 from __future__ import annotations
 
@@ -124,6 +126,8 @@ class RestartBook:
         }
         # Replica types that lost a pod to a deletion from outside in this round.
         self.deleted_types: list[str] = []
+        # Preempted pods that vanished in this round: (name, eviction message).
+        self.preempted_gone: list[tuple[str, str]] = []
 
     def _entry(self, pod: Obj) -> Obj:
         e = self.entries.get(name_of(pod))
@@ -134,8 +138,9 @@ class RestartBook:
     @staticmethod
     def _expected_gone(e: Obj) -> bool:
         """The pod's end is accounted for: its failure was counted (it is
-        being recreated), or the job controller deleted it on purpose."""
-        return bool(e.get("failureCounted") or e.get("deletedByJob") or as_list(e.get("failing")))
+        being recreated), the job controller deleted it on purpose, or the scheduler evicted it."""
+        return bool(e.get("failureCounted") or e.get("deletedByJob") or as_list(e.get("failing"))
+                    or "preempted" in e)
 
     def _store(self, pod: Obj, e: Obj) -> None:
         e = {k: v for k, v in e.items() if v not in (None, False, {}, [])}
@@ -197,6 +202,24 @@ class RestartBook:
         if name_of(pod) in self.entries and not self._expected_gone(e):
             self._store(pod, {**e, "deletedByJob": True})
 
+    def preempted(self, pod: Obj, rtype: str, message: str) -> None:
+        """The scheduler evicted ``pod`` (``message``: its eviction mark): its end, whatever
+        its exit, is no restart. Call before ``observe``; a previous pod of the same
+        name that vanished unseen still counts."""
+        old = self.entries.get(name_of(pod))
+        if old is not None and old.get("uid") != uid_of(pod) and not self._expected_gone(old):
+            self._deleted_from_outside(rtype)
+        e = self._entry(pod)
+        if e.get("preempted") != message:
+            self._store(pod, {**e, "preempted": message})
+
+    def preempted_unseen(self, pod_name: str, uid: str, message: str) -> None:
+        """A pod seen deleted with the scheduler's eviction mark (the shell remembers
+        the last state of deleted pods): if the book knows it under ``uid``, its end is no restart."""
+        e = self.entries.get(pod_name)
+        if e is not None and e.get("uid") == uid and not self._expected_gone(e):
+            self.entries[pod_name] = {**e, "preempted": message}
+
     def vanished(self, live_pods: set[str], rtype_of: Callable[[str], str | None]) -> list[str]:
         """Forget the pods that no longer exist; a pod that vanished without its
         end being accounted for was deleted from outside: one restart of its
@@ -207,7 +230,9 @@ class RestartBook:
                 continue
             e = self.entries.pop(k)
             rtype = rtype_of(k)
-            if rtype is not None and not self._expected_gone(e):
+            if "preempted" in e:
+                self.preempted_gone.append((k, as_str(e.get("preempted"))))
+            elif rtype is not None and not self._expected_gone(e):
                 self._deleted_from_outside(rtype)
                 gone.append(k)
         return gone

@@ -5,6 +5,12 @@ used)``; a job with minResources is admitted while ``inqueue + minReq <= idle``
 on minReq's dimensions, ``inqueue`` being what admitted jobs may still claim
 (their minResources not yet allocated). It bounds how many PodGroups are
 Inqueue, hence how many pods the job controllers create.
+
+Phalanx: what preempt and reclaim could free for the job (Session.evictable:
+lower-priority jobs of its queue, other queues' holdings above their shares)
+counts as idle, or a job that would take resources back could never be
+admitted on a full cluster, and its pods (which the job controllers create
+only once admitted) never exist to preempt anything.
 """
 from __future__ import annotations
 
@@ -42,6 +48,8 @@ class OvercommitPlugin(Plugin):
                 return PERMIT
             want = R.plus(inqueue, job.min_resources)
             if R.less_equal_on(want, idle, job.min_resources):
+                return PERMIT
+            if R.less_equal_on(want, R.plus(idle, ssn.evictable(job)), job.min_resources):
                 return PERMIT
             short = R.failing_dims(want, idle, job.min_resources)
             ssn.record_podgroup_event(job, "Normal", "Unschedulable",

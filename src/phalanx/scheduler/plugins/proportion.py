@@ -62,6 +62,47 @@ class QueueAttr:
     share: float = 0.0
 
 
+def water_fill(dims: R.Dims, total: list[float], attrs: dict[str, QueueAttr],
+               requests: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Each queue's deserved share: weighted water-filling of ``total``, capped by its real
+    capability and its request (``requests`` overrides some), floored at its guarantee."""
+    requests = requests or {}
+    deserved = {name: dims.zero() for name in attrs}
+    remaining = list(total)
+    meet: set[str] = set()
+    order = sorted(attrs)
+    for _ in range(MAX_ROUNDS):
+        total_weight = sum(attrs[n].queue.weight for n in order if n not in meet)
+        if total_weight == 0:
+            break
+        old_remaining = list(remaining)
+        increased = dims.zero()
+        decreased = dims.zero()
+        for name in order:
+            if name in meet:
+                continue
+            attr = attrs[name]
+            request = requests.get(name, attr.request)
+            old = deserved[name]
+            frac = attr.queue.weight / total_weight
+            d = [x + r * frac for x, r in zip(old, remaining)]
+            d = [min(x, c) for x, c in zip(d, attr.real_capability)]
+            d = [min(x, r) for x, r in zip(d, request)]
+            d = [max(x, g) for x, g in zip(d, attr.queue.guarantee)]
+            deserved[name] = d
+            if R.less_equal(request, d) or R.equal(d, old):
+                meet.add(name)
+            for i, (x, o) in enumerate(zip(d, old)):
+                if x > o:
+                    increased[i] += x - o
+                elif x < o:
+                    decreased[i] += o - x
+        remaining = R.clamp0([r - i + d for r, i, d in zip(remaining, increased, decreased)])
+        if R.is_empty(remaining) or remaining == old_remaining:
+            break
+    return deserved
+
+
 class ProportionPlugin(Plugin):
     name = "proportion"
 
@@ -121,6 +162,8 @@ class ProportionPlugin(Plugin):
         ssn.add_preemptive_fn(self._preemptive)
         ssn.add_reclaimable_fn(self._reclaimable)
         ssn.add_reclaim_possible_fn(lambda job: any(self._above_share(a) for n, a in attrs.items() if n != job.queue))
+        if "reclaim" in ssn.config.actions:
+            ssn.add_evictable_fn(lambda job: self._reclaimable_for(ssn, job))
 
     def on_session_close(self, ssn: Session) -> None:
         for name in sorted(ssn.queues):
@@ -134,6 +177,22 @@ class ProportionPlugin(Plugin):
             reclaiming = below and waiting and any(self._above_share(o) for n, o in self.attrs.items() if n != name)
             ssn.queue_annotations[name] = {ANNOTATION_DESERVED: deserved,
                                            ANNOTATION_RECLAIMING: "true" if reclaiming else None}
+
+    def _reclaimable_for(self, ssn: Session, job: JobInfo) -> list[float] | None:
+        """What reclaim could take back for a job awaiting admission: its queue's share with the
+        job's minResources requested (less what the queue holds and has admitted), up to what the
+        other reclaimable queues hold above their shares."""
+        own = self.attrs.get(job.queue)
+        if own is None or job.min_resources is None:
+            return None
+        request = R.plus(own.request, job.min_resources)
+        deserved = water_fill(ssn.dims, ssn.total_resource, self.attrs, {job.queue: request})
+        room = R.clamp0(R.minus(deserved[job.queue], R.plus(own.allocated, own.inqueue)))
+        above = ssn.dims.zero()
+        for name, attr in self.attrs.items():
+            if name != job.queue and attr.queue.reclaimable:
+                R.add(above, R.clamp0(R.minus(attr.allocated, deserved[name])))
+        return [min(r, a) for r, a in zip(room, above)]
 
     @staticmethod
     def _above_share(attr: QueueAttr) -> bool:
@@ -166,37 +225,8 @@ class ProportionPlugin(Plugin):
 
     # ---- deserved ----
     def _water_fill(self, ssn: Session) -> None:
-        remaining = list(ssn.total_resource)
-        meet: set[str] = set()
-        order = sorted(self.attrs)
-        for _ in range(MAX_ROUNDS):
-            total_weight = sum(self.attrs[n].queue.weight for n in order if n not in meet)
-            if total_weight == 0:
-                break
-            old_remaining = list(remaining)
-            increased = ssn.dims.zero()
-            decreased = ssn.dims.zero()
-            for name in order:
-                if name in meet:
-                    continue
-                attr = self.attrs[name]
-                old = list(attr.deserved)
-                frac = attr.queue.weight / total_weight
-                d = [x + r * frac for x, r in zip(attr.deserved, remaining)]
-                d = [min(x, c) for x, c in zip(d, attr.real_capability)]
-                d = [min(x, r) for x, r in zip(d, attr.request)]
-                d = [max(x, g) for x, g in zip(d, attr.queue.guarantee)]
-                attr.deserved = d
-                if R.less_equal(attr.request, d) or R.equal(d, old):
-                    meet.add(name)
-                for i, (x, o) in enumerate(zip(d, old)):
-                    if x > o:
-                        increased[i] += x - o
-                    elif x < o:
-                        decreased[i] += o - x
-            remaining = R.clamp0([r - i + d for r, i, d in zip(remaining, increased, decreased)])
-            if R.is_empty(remaining) or remaining == old_remaining:
-                break
+        for name, deserved in water_fill(ssn.dims, ssn.total_resource, self.attrs).items():
+            self.attrs[name].deserved = deserved
 
     def _update_share(self, attr: QueueAttr) -> None:
         attr.share = max((R.share(a, d) for a, d in zip(attr.allocated, attr.deserved)), default=0.0)
