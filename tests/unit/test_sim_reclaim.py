@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from phalanx.api import pod as api_pod
 from phalanx.sim.arrivals import load_workload, resolve
 from phalanx.sim.metrics import Timeline, deserved_of, eviction_of
 from phalanx.sim.report import summarize, timeline_csv, write_outputs
@@ -18,13 +17,10 @@ from phalanx.sim.runner import Simulation
 from phalanx.sim.workload import parse_workload
 
 WORKLOAD = Path(__file__).resolve().parents[2] / "examples" / "sim" / "two-teams.yaml"
-# The job controller's side of issue 18 (an evicted pod is recreated, never a failure) is
-# what lets team-a run on after the reclaim; without it team-a fails on its deleted pods.
-PREEMPTION_AWARE_JOBS = hasattr(api_pod, "preemption_message")
 
 
 class Run:
-    """One run of the two-teams workload, with every pod change and Queue annotation seen."""
+    """One run of the two-teams workload, with every pod change seen."""
 
     def __init__(self) -> None:
         self.pods: list[tuple[float, str, str, str, bool, bool, str]] = []  # t, name, uid, phase, bound, deleting, mark
@@ -129,7 +125,6 @@ def test_the_timeline_has_per_queue_columns_and_counts_the_evictions(two_teams, 
     assert (tmp_path / "utilisation.svg").read_bytes().startswith(b"<?xml")
 
 
-@pytest.mark.skipif(not PREEMPTION_AWARE_JOBS, reason="needs the job controller's preemption handling (issue 18)")
 def test_team_a_gets_its_pods_back_after_team_b_and_both_succeed(two_teams):
     r = two_teams
     a = r.record("train-a")
@@ -181,13 +176,12 @@ def test_a_queues_deserved_share_and_a_pods_eviction_mark_are_read_as_the_schedu
     assert eviction_of(pod("Node is shutting down")) is None and eviction_of({}) is None
 
 
-def test_workload_settings_for_reclaim_are_validated():
+def test_the_stop_time_setting_is_validated_and_reaches_the_agents():
     job = [{"manifest": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}}]
-    ok = parse_workload({"sim": {"stopTime": "2s", "overcommitFactor": 1.5}, "jobs": job})
-    assert ok.sim.seconds("stop_time") == 2.0 and ok.sim.overcommit_factor == 1.5
+    assert parse_workload({"sim": {"stopTime": "2s"}, "jobs": job}).sim.seconds("stop_time") == 2.0
     with pytest.raises(ValueError) as e:
-        parse_workload({"sim": {"stopTime": "soon", "overcommitFactor": 0.5}, "jobs": job})
-    assert "sim.stopTime" in str(e.value) and "sim.overcommitFactor" in str(e.value)
+        parse_workload({"sim": {"stopTime": "soon"}, "jobs": job})
+    assert "sim.stopTime" in str(e.value)
     # a workload's stop time reaches the simulated agents
     sim = Simulation(resolve(parse_workload({"sim": {"stopTime": "3s", "until": "1s"}, "jobs": job}), Path(".")))
     sim.run()

@@ -352,7 +352,7 @@ def _share_panel(ax: Any, xs: list[float], ys: dict[str, list[float]], shares: l
     handles = []
     for i, q in enumerate(shares):
         colour = f"C{i % 10}"
-        width = 1.8 + 3.0 * (n - 1 - i) / max(n - 1, 1)
+        width = 1.8 + (3.0 if n <= 3 else 2.0) * (n - 1 - i) / max(n - 1, 1)
         ax.step(xs, ys[f"a:{q}"], where="post", color=colour, linewidth=width, alpha=0.6, zorder=2 + i)
         dashes = (2.0 * (i % slots), (2.0, 2.0 * (slots - 1) if slots > 1 else 2.0))
         ax.step(xs, ys[f"d:{q}"], where="post", color=colour, linewidth=1.4, linestyle=dashes, zorder=2 + n + i)
@@ -363,8 +363,8 @@ def _share_panel(ax: Any, xs: list[float], ys: dict[str, list[float]], shares: l
     else:
         ax.step(xs, [0] * len(xs), where="post", linewidth=1)
     ax.set_ylabel("cpu per queue (cores)")
-    if cpu > 0:
-        ax.set_ylim(0, cpu * 1.05)
+    top = max((max(ys[f"{k}:{q}"]) for q in shares for k in "ad"), default=0.0)
+    ax.set_ylim(0, max(min(top, cpu) if cpu > 0 else top, 1.0) * 1.08)
     ax.grid(True, alpha=0.3)
 
 

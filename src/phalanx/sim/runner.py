@@ -38,7 +38,6 @@ from phalanx.node.agent import ensure_node
 from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError
 from phalanx.objects.quantity import parse_quantity
-from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
 from phalanx.sim.arrivals import LoadedWorkload
@@ -176,8 +175,7 @@ class Simulation:
         options = ReconcileOptions(gang_scheduler="volcano", local_runtime=False, resolvable_names=True,
                                    default_backoff_limit=s.default_backoff_limit)
         self.gc = GarbageCollector(client)
-        self.scheduler = Scheduler(client, clock, SchedulerConfig(overcommit_factor=s.overcommit_factor),
-                                   period=s.seconds("scheduler_period") or 1.0, pace=0.0)
+        self.scheduler = Scheduler(client, clock, period=s.seconds("scheduler_period") or 1.0, pace=0.0)
         self.jobs = JobController(client, clock, options)
         agent_cfg = SimAgentConfig(backoff_base=s.seconds("backoff_base") or 0.0,
                                    backoff_cap=s.seconds("backoff_cap") or 0.0,

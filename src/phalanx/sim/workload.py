@@ -11,6 +11,7 @@ cluster:
 sim:                     # optional
   backoffBase: 10s
   backoffCap: 5m
+  stopTime: 2s           # SIGTERM to exit of a killed container (at most its grace)
   schedulerPeriod: 1s
   until: 8d              # stop at this virtual time at the latest
 jobs:                    # explicit submissions ...
@@ -284,7 +285,6 @@ class SimSettings(_Model):
     startup: Any = "0s"
     stop_time: Any = "0s"  # SIGTERM to exit of a killed container (at most its grace period)
     scheduler_period: Any = "10m"
-    overcommit_factor: float = Field(default=1.2, ge=1.0, le=1000.0)  # Volcano's overcommit-factor
     until: Any = None
     drain: Any = "1d"
     events: bool = True
