@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from phalanx.sim.arrivals import load_workload, resolve
 from phalanx.sim.metrics import Timeline, deserved_of, eviction_of
@@ -186,3 +187,24 @@ def test_the_stop_time_setting_is_validated_and_reaches_the_agents():
     sim = Simulation(resolve(parse_workload({"sim": {"stopTime": "3s", "until": "1s"}, "jobs": job}), Path(".")))
     sim.run()
     assert sim.agent is not None and sim.agent.config.stop_time == 3.0
+
+
+def test_the_same_jobs_in_one_queue_by_priority_are_preempted_and_counted_so():
+    data = yaml.safe_load(WORKLOAD.read_text())
+    data["cluster"]["queues"] = []
+    classes = [{"manifest": {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n},
+                             "value": v}} for n, v in (("low", 10), ("high", 1000))]
+    for job, pc in zip(data["jobs"], ("low", "high")):
+        policy = job["manifest"]["spec"]["runPolicy"]["schedulingPolicy"]
+        policy.pop("queue")
+        policy["priorityClass"] = pc
+    data["jobs"] = classes + data["jobs"]
+    result = Simulation(resolve(parse_workload(data), WORKLOAD.parent)).run()
+    assert result.evictions == {"preempted": 4, "reclaimed": 0}
+    tl = result.timeline
+    assert steps(tl.t, tl.evictions, tl.queue_cpu["default"]) == [
+        (0.0, 0, 0.0), (0.01, 0, 8.0), (60.01, 4, 8.0), (62.01, 4, 4.0), (62.015, 4, 8.0), (182.015, 4, 4.0),
+        (182.02, 4, 8.0), (600.01, 4, 4.0)]
+    assert [(r.name, r.state, r.restarts) for r in result.records] == [
+        ("train-a", "Succeeded", 0), ("train-b", "Succeeded", 0)]
+    assert summarize(result, "w").data["evictions"] == {"preempted": 4, "reclaimed": 0, "total": 4}
