@@ -24,7 +24,8 @@ def job_pods(job: str, n: int, *, ns: str = "default", node_name: str | None = N
 
 def running(job: str, n: int, min_member: int, queue_name: str = "default", *, ns: str = "default",
             node_name: str = "n1", priority_class: str | None = None) -> tuple[dict, list[dict]]:
-    pg = podgroup(job, min_member, namespace=ns, queue=queue_name, phase="Running", priority_class=priority_class)
+    pg = podgroup(job, min_member, namespace=ns, queue=queue_name, phase="Running", priority_class=priority_class,
+                  min_resources={"cpu": str(min_member), "memory": f"{100 * min_member}Mi"})
     return pg, job_pods(job, n, ns=ns, node_name=node_name, phase="Running")
 
 

@@ -22,8 +22,9 @@ session, and the session combines the callbacks with Volcano's rules
   proportion's "only down to deserved" in tier 2 is never asked);
 - PreemptPossible, ReclaimPossible: AND over all plugins; a cheap test, before
   the settled jobs are parsed, that a victim can exist at all;
-- Evictable (resources preempt/reclaim could free for a job awaiting
-  admission, which admission counts as free): the sum over plugins;
+- PreemptableResources (what preempt could free in a waiting job's queue),
+  ReclaimableResources (what reclaim could take from other queues for it):
+  sums over plugins; admission counts them as free;
 - victim groups: the first plugin that answers says which tasks must be
   evicted together with a victim (gang: the whole gang, once it has no pods
   to spare); none -> the victim alone;
@@ -147,7 +148,8 @@ class Session:
         self._victim_group: list[Callable[[TaskInfo], list[TaskInfo] | None]] = []
         self._preempt_possible: list[Callable[[JobInfo], bool]] = []
         self._reclaim_possible: list[Callable[[JobInfo], bool]] = []
-        self._evictable: list[Callable[[JobInfo], list[float] | None]] = []
+        self._preemptable_resources: list[Callable[[JobInfo], list[float] | None]] = []
+        self._reclaimable_resources: list[Callable[[JobInfo], list[float] | None]] = []
         self.predicate_fns: list[Callable[[TaskInfo, NodeInfo], str | None]] = []
         self.node_order_fns: list[Callable[[TaskInfo, NodeInfo], float]] = []
         self.allocate_handlers: list[Callable[[TaskInfo], None]] = []
@@ -233,9 +235,13 @@ class Session:
         """fn(job): False when no task of this session could be a victim of the job in reclaim."""
         self._reclaim_possible.append(fn)
 
-    def add_evictable_fn(self, fn: Callable[[JobInfo], list[float] | None]) -> None:
-        """fn(job): resources that preemption or reclaim could free for a job awaiting admission."""
-        self._evictable.append(fn)
+    def add_preemptable_resources_fn(self, fn: Callable[[JobInfo], list[float] | None]) -> None:
+        """fn(job): resources preempt could free in the job's queue, for a job awaiting admission."""
+        self._preemptable_resources.append(fn)
+
+    def add_reclaimable_resources_fn(self, fn: Callable[[JobInfo], list[float] | None]) -> None:
+        """fn(job): resources reclaim could take from other queues, for a job awaiting admission."""
+        self._reclaimable_resources.append(fn)
 
     def add_victim_group_fn(self, fn: Callable[[TaskInfo], list[TaskInfo] | None]) -> None:
         """fn(victim): the tasks to evict with it (itself included), or None to abstain."""
@@ -322,13 +328,19 @@ class Session:
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return all(fn(queue, task) for fn in self._preemptive)
 
-    def evictable(self, job: JobInfo) -> list[float]:
+    def _sum(self, fns: list[Callable[[JobInfo], list[float] | None]], job: JobInfo) -> list[float]:
         out = self.dims.zero()
-        for fn in self._evictable:
+        for fn in fns:
             got = fn(job)
             if got is not None:
                 R.add(out, got)
         return out
+
+    def preemptable_resources(self, job: JobInfo) -> list[float]:
+        return self._sum(self._preemptable_resources, job)
+
+    def reclaimable_resources(self, job: JobInfo) -> list[float]:
+        return self._sum(self._reclaimable_resources, job)
 
     def preempt_possible(self, job: JobInfo) -> bool:
         return all(fn(job) for fn in self._preempt_possible)

@@ -6,8 +6,9 @@ on minReq's dimensions, ``inqueue`` being what admitted jobs may still claim
 (their minResources not yet allocated). It bounds how many PodGroups are
 Inqueue, hence how many pods the job controllers create.
 
-Phalanx: what preempt and reclaim could free for the job (Session.evictable:
-lower-priority jobs of its queue, other queues' holdings above their shares)
+Phalanx: what preempt and reclaim could free for the job (lower-priority jobs
+of its queue, other queues' holdings above their shares: Session.preemptable_resources,
+reclaimable_resources)
 counts as idle, or a job that would take resources back could never be
 admitted on a full cluster, and its pods (which the job controllers create
 only once admitted) never exist to preempt anything.
@@ -49,7 +50,8 @@ class OvercommitPlugin(Plugin):
             want = R.plus(inqueue, job.min_resources)
             if R.less_equal_on(want, idle, job.min_resources):
                 return PERMIT
-            if R.less_equal_on(want, R.plus(idle, ssn.evictable(job)), job.min_resources):
+            freeable = R.plus(ssn.preemptable_resources(job), ssn.reclaimable_resources(job))
+            if R.less_equal_on(want, R.plus(idle, freeable), job.min_resources):
                 return PERMIT
             short = R.failing_dims(want, idle, job.min_resources)
             ssn.record_podgroup_event(job, "Normal", "Unschedulable",

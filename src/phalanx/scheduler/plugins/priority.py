@@ -7,7 +7,7 @@ have a strictly lower priority (equal priorities never preempt each other).
 JobStarving: fewer tasks placed or waiting than the job has. PreemptPossible:
 the preemptor's queue holds a job of lower priority with resources allocated;
 with the preempt action on, what those jobs hold counts as free when a job
-of higher priority awaits admission (Evictable).
+of higher priority awaits admission (PreemptableResources).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class PriorityPlugin(Plugin):
         ssn.add_job_starving_fn(lambda j: j.ready_task_num() + j.waiting_task_num() < len(j.tasks))
         ssn.add_preempt_possible_fn(lambda j: _lower_job_holds_resources(ssn, j))
         if "preempt" in ssn.config.actions:
-            ssn.add_evictable_fn(lambda j: _held_by_lower_jobs(ssn, j))
+            ssn.add_preemptable_resources_fn(lambda j: _held_by_lower_jobs(ssn, j))
 
 
 def _preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:

@@ -9,7 +9,9 @@ all guarantees) + own guarantee``, clamped to ``spec.capability``.
 - deserved: weighted water-filling of the cluster total, each queue capped by
   its realCapability and its request, floored at its guarantee;
 - enqueue gate: ``minReq + allocated + inqueue - elastic <= realCapability``
-  on the dimensions minResources names; a closed queue admits nothing;
+  on the dimensions minResources names (Phalanx: less what preempt could free
+  for the job in its queue, Session.preemptable_resources); a closed queue
+  admits nothing;
 - allocation gate: ``allocated + task request <= deserved`` on the task's
   dimensions; a queue whose deserved is all allocated is overused and skipped;
 - queue order: spec.priority descending, then share ascending;
@@ -163,7 +165,7 @@ class ProportionPlugin(Plugin):
         ssn.add_reclaimable_fn(self._reclaimable)
         ssn.add_reclaim_possible_fn(lambda job: any(self._above_share(a) for n, a in attrs.items() if n != job.queue))
         if "reclaim" in ssn.config.actions:
-            ssn.add_evictable_fn(lambda job: self._reclaimable_for(ssn, job))
+            ssn.add_reclaimable_resources_fn(lambda job: self._reclaimable_for(ssn, job))
 
     def on_session_close(self, ssn: Session) -> None:
         for name in sorted(ssn.queues):
@@ -269,6 +271,9 @@ class ProportionPlugin(Plugin):
         min_req = job.min_resources
         want = R.minus(R.plus(R.plus(min_req, attr.allocated), attr.inqueue), attr.elastic)
         if R.less_equal_on(want, attr.real_capability, min_req):
+            return PERMIT
+        # what preempt could free in the queue for this job counts as free (Phalanx)
+        if R.less_equal_on(R.minus(want, ssn.preemptable_resources(job)), attr.real_capability, min_req):
             return PERMIT
         dims = ssn.dims
         short = R.failing_dims(want, attr.real_capability, min_req)
