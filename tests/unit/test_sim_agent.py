@@ -37,8 +37,10 @@ def summary(p: dict) -> tuple:
 
 
 async def simulate(scenario: Callable[[LocalClient, Any], Awaitable[None]], horizon: float,
-                   config: SimAgentConfig | None = None, watch: str = "p") -> list[tuple[float, tuple]]:
-    """Run the agent over a store; return (virtual time, summary) of pod ``watch`` whenever it changes."""
+                   config: SimAgentConfig | None = None, watch: str = "p",
+                   exits: list | None = None) -> list[tuple[float, tuple]]:
+    """Run the agent over a store; return (virtual time, summary) of pod ``watch`` whenever it changes
+    (and note (virtual time, exit code) of each termination it reports in ``exits``)."""
     loop = asyncio.get_running_loop()
     clock = VirtualClock(loop)
     store = Store(None, clock, admission=admit, uid_factory=counter_uids())
@@ -54,6 +56,10 @@ async def simulate(scenario: Callable[[LocalClient, Any], Awaitable[None]], hori
             if ev.object["metadata"]["name"] != watch:
                 continue
             s = ("<deleted>",) if ev.type == "DELETED" else summary(ev.object)
+            term = ((((ev.object.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {})
+                    .get("terminated"))
+            if exits is not None and term and (not exits or exits[-1][1] != term["exitCode"]):
+                exits.append((round(loop.time(), 6), term["exitCode"]))
             if not seen or seen[-1][1] != s:
                 seen.append((round(loop.time(), 6), s))
 
@@ -68,8 +74,8 @@ async def simulate(scenario: Callable[[LocalClient, Any], Awaitable[None]], hori
     return seen
 
 
-def run(scenario, horizon, config=None, watch="p"):
-    return run_virtual(simulate(scenario, horizon, config, watch))
+def run(scenario, horizon, config=None, watch="p", exits=None):
+    return run_virtual(simulate(scenario, horizon, config, watch, exits))
 
 
 def starts(seen):
@@ -215,3 +221,65 @@ def test_replica_index_annotation_overrides_the_template_and_a_bad_one_names_its
         assert "sim.phalanx.dev/duration" in q["status"]["message"]
 
     run(reason, 5)
+
+
+
+def test_graceful_deletion_stops_the_container_after_the_stop_time_then_removes_the_pod():
+    exits: list = []
+
+    async def scenario(c, loop):
+        await c.create(pod("p", ["sh", "-c", "trap exit TERM; sleep 30s & wait"]))
+        await asyncio.sleep(7)
+        await c.delete("Pod", "p", "default")  # grace 30 (the default)
+        await asyncio.sleep(1)
+        await c.delete("Pod", "p", "default")  # a second DELETE changes nothing
+        await asyncio.sleep(0.5)
+        got = await c.get("Pod", "p", "default")
+        assert got["metadata"]["deletionTimestamp"] and got["status"]["phase"] == "Running"
+
+    cfg = SimAgentConfig(backoff_base=10, backoff_cap=40, events=False, stop_time=2)
+    seen = run(scenario, 60, cfg, exits=exits)
+    # SIGTERM at 7, the container exits 2 s later with 143, the pod is removed at once then
+    assert seen[-2:] == [(9.0, ("Failed", "terminated", "Error", 0)), (9.0, ("<deleted>",))]
+    assert [s for t, s in seen if 7.0 <= t < 9.0] in ([], [("Running", "running", "", 0)])
+    assert exits == [(9.0, 143)]
+
+
+def test_a_stop_time_longer_than_the_grace_period_ends_in_sigkill_at_the_grace():
+    exits: list = []
+
+    async def scenario(c, loop):
+        await c.create(pod("p", ["sleep", "100"], terminationGracePeriodSeconds=3))
+        await asyncio.sleep(7)
+        await c.delete("Pod", "p", "default")
+
+    seen = run(scenario, 60, SimAgentConfig(events=False, stop_time=5), exits=exits)
+    assert seen[-1] == (10.0, ("<deleted>",))
+    assert exits == [(10.0, 137)]
+
+
+def test_a_container_that_ends_before_its_stop_time_exits_with_its_own_code():
+    exits: list = []
+
+    async def scenario(c, loop):
+        await c.create(pod("p", ["sh", "-c", "sleep 8; exit 3"]))
+        await asyncio.sleep(7)
+        await c.delete("Pod", "p", "default")
+
+    seen = run(scenario, 60, SimAgentConfig(events=False, stop_time=5), exits=exits)
+    assert seen[-1] == (8.0, ("<deleted>",))
+    assert exits == [(8.0, 3)]
+
+
+def test_a_kill_records_one_killing_event_per_container():
+    async def scenario(c, loop):
+        await c.create(pod("p", ["sleep", "100"]))
+        await asyncio.sleep(7)
+        await c.delete("Pod", "p", "default")
+        await asyncio.sleep(1)
+        await c.delete("Pod", "p", "default")
+        await asyncio.sleep(5)
+        events = [e for e in (await c.list("Event", "default")).items if e["reason"] == "Killing"]
+        assert [(e["message"], e.get("count", 1)) for e in events] == [("Stopping container main", 1)]
+
+    run(scenario, 30, SimAgentConfig(events=True, stop_time=3))

@@ -8,9 +8,11 @@ back-off, the job controller's no-restart marks, deletion with grace, deadline,
 and the Kubernetes-shaped status. Only running a process is simulated: a
 container instance starts (after an optional startup latency), runs for the
 duration its behaviour gives (``phalanx.sim.behaviour``) and exits with its
-code; a kill ends it at once with 143 (SIGTERM to a trapping shell) or 137
-(grace 0). Timers are event-loop timers, so in a simulation they run in
-virtual time.
+code. A kill is the real agent's: SIGTERM, then SIGKILL when the grace period
+is over; the container exits ``stop_time`` after the SIGTERM with 143 (a
+trapping shell), or at the end of the grace with 137 when that comes first
+(grace 0: at once). Timers are event-loop timers, so in a simulation they run
+in virtual time.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class SimAgentConfig:
     startup: float = 0.0                # seconds from start to running, unless the pod says
     events: bool = True                 # record the kubelet's events (Created, Started, Killing, BackOff)
     term_exit_code: int = 143           # a kill with grace: SIGTERM to `trap exit TERM` shells
+    stop_time: float = 0.0              # seconds from SIGTERM to the exit (SIGKILL at the grace if longer)
 
     def backoff(self) -> BackoffConfig:
         reset = self.backoff_reset if self.backoff_reset is not None else 2 * self.backoff_cap
@@ -79,6 +82,7 @@ class _Instance:
     starting: bool = False
     timer: asyncio.TimerHandle | None = None
     waiting_for: tuple[str, str] | None = None  # (namespace, pod) a WaitFor polls
+    kill_grace: float | None = None  # SIGTERM sent with this grace period (the exit is timed)
 
     @property
     def running(self) -> bool:
@@ -238,8 +242,7 @@ class SimAgent:
             if isinstance(a, StartContainer):
                 acted = await self._start(p, a) or acted
             elif isinstance(a, KillPod):
-                await self._kill(p, a)
-                acted = True
+                acted = await self._kill(p, a) or acted
             elif isinstance(a, DeletePod):
                 await self._delete(p)
                 return None
@@ -332,7 +335,7 @@ class SimAgent:
             p = self._pods.get(uid)
             rec = p.containers.get(name) if p is not None else None
             inst = rec.current if rec is not None else None
-            if inst is None or not inst.running or not isinstance(inst.run, WaitFor):
+            if inst is None or not inst.running or not isinstance(inst.run, WaitFor) or inst.kill_grace is not None:
                 continue
             ran = (now - inst.started_at).total_seconds() if inst.started_at else 0.0
             interval = inst.run.interval
@@ -362,8 +365,15 @@ class SimAgent:
         if notify:
             self.controller.enqueue(uid)
 
-    async def _kill(self, p: _SimPod, a: KillPod) -> None:
-        code = self.config.term_exit_code if a.grace_seconds > 0 else 137
+    async def _kill(self, p: _SimPod, a: KillPod) -> bool:
+        """SIGTERM every running container: each exits ``stop_time`` later (143),
+        or is SIGKILLed when the grace ends first (137). A second kill changes
+        nothing unless its grace is shorter (as the real agent's kill task).
+        True when a container ended at once (the pod is to be looked at again)."""
+        loop = asyncio.get_running_loop()
+        grace = max(0.0, a.grace_seconds)
+        stop = max(0.0, self.config.stop_time)
+        ended = signalled = False
         for name, rec in sorted(p.containers.items()):
             inst = rec.current
             if inst.starting:  # never got to run
@@ -371,12 +381,27 @@ class SimAgent:
                     inst.timer.cancel()
                 inst.starting = False
                 inst.timer = None
+                ended = True
                 continue
-            if inst.running:
+            if not inst.running or (inst.kill_grace is not None and grace >= inst.kill_grace):
+                continue
+            if inst.kill_grace is None:
+                signalled = True
                 await self._record(p, "Normal", "Killing", f"Stopping container {name}")
-                self._end(p.uid, inst, code, notify=False)
-        if a.reason == podstate.DEADLINE_EXCEEDED:
+            inst.kill_grace = grace
+            if grace <= 0 or stop <= 0:
+                self._end(p.uid, inst, self.config.term_exit_code if grace > 0 else 137, notify=False)
+                ended = True
+                continue
+            delay, code = (stop, self.config.term_exit_code) if stop < grace else (grace, 137)
+            if inst.timer is not None and inst.timer.when() <= loop.time() + delay:
+                continue  # it ends on its own before the signal takes effect
+            if inst.timer is not None:
+                inst.timer.cancel()
+            inst.timer = loop.call_later(delay, self._end, p.uid, inst, code)
+        if signalled and a.reason == podstate.DEADLINE_EXCEEDED:
             await self._record(p, "Normal", podstate.DEADLINE_EXCEEDED, podstate.DEADLINE_MESSAGE)
+        return ended
 
     async def _delete(self, p: _SimPod) -> None:
         try:

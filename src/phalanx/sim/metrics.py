@@ -7,20 +7,33 @@ virtual instant each change is delivered (the same instant it was written):
   finished (Succeeded/Failed condition), restarts, final state, the sequence
   of job states (last condition type, as ``get -w`` shows it);
 - the cluster: requests of the pods bound to a node and not finished, per
-  resource, and the PodGroups waiting (phase Pending/Inqueue) per queue.
+  resource, and the PodGroups waiting (phase Pending/Inqueue) per queue;
+- per queue: the cpu (and GPUs) its pods hold (a pod's queue is its
+  PodGroup's), and its deserved share as the scheduler last annotated the
+  Queue (``phalanx.dev/deserved``; absent: 0);
+- evictions: pods that got the scheduler's DisruptionTarget condition, told
+  apart by its message (``volcano: preempting`` / ``volcano: reclaiming``),
+  each pod counted once.
   Samples are taken on every change; several changes at one instant make one
   sample (its final state), so the timeline does not depend on the order in
   which simultaneous events are delivered.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from phalanx.api.constants import DEFAULT_QUEUE
+from phalanx.api.constants import (
+    ANNOTATION_DESERVED,
+    ANNOTATION_GROUP_NAME,
+    ANNOTATION_QUEUE_NAME,
+    DEFAULT_QUEUE,
+    ROOT_QUEUE,
+)
 from phalanx.api.registry import JOB_KINDS
 from phalanx.client.interface import Client
-from phalanx.objects.quantity import pod_requests
+from phalanx.objects.quantity import parse_quantity, pod_requests
 from phalanx.runtime.informer import Informer
 from phalanx.sim.arrivals import replica_specs
 
@@ -29,6 +42,9 @@ RESOURCES = ("cpu", "memory", "gpu")
 _GPU = "nvidia.com/gpu"
 WAITING_PHASES = ("", "Pending", "Inqueue")
 TERMINAL = ("Succeeded", "Failed")
+DISRUPTION_TARGET = "DisruptionTarget"
+EVICTION_KINDS = {"volcano: preempting": "preempted", "volcano: reclaiming": "reclaimed"}
+QUEUE_SERIES = ("queue_cpu", "queue_gpu", "deserved_cpu", "deserved_gpu")
 
 
 @dataclass
@@ -89,15 +105,38 @@ class Timeline:
     gpu: list[float] = field(default_factory=list)
     running_pods: list[int] = field(default_factory=list)
     waiting: dict[str, list[int]] = field(default_factory=dict)  # queue -> waiting PodGroups
+    queue_cpu: dict[str, list[float]] = field(default_factory=dict)     # queue -> cpu its pods hold
+    queue_gpu: dict[str, list[float]] = field(default_factory=dict)     # queue -> GPUs its pods hold
+    deserved_cpu: dict[str, list[float]] = field(default_factory=dict)  # queue -> its deserved cpu
+    deserved_gpu: dict[str, list[float]] = field(default_factory=dict)  # queue -> its deserved GPUs
+    evictions: list[int] = field(default_factory=list)                  # pods evicted so far
+
+    def queues(self) -> list[str]:
+        """The queues that held or deserved anything at some point, sorted."""
+        return sorted({q for name in QUEUE_SERIES for q, v in getattr(self, name).items() if any(v)})
+
+
+def eviction_of(pod: Obj) -> str | None:
+    """"preempted" / "reclaimed" when the scheduler marked the pod for eviction, else None."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == DISRUPTION_TARGET and c.get("status") == "True":
+            message = str(c.get("message") or "")
+            for prefix, kind in EVICTION_KINDS.items():
+                if message.startswith(prefix):
+                    return kind
+    return None
 
 
 def _slim_pod(pod: Obj) -> Obj:
     meta = pod.get("metadata") or {}
     refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")]
+    anns = meta.get("annotations") or {}
     return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid"),
-                         "owner": refs[0].get("uid") if refs else None},
+                         "owner": refs[0].get("uid") if refs else None,
+                         "group": anns.get(ANNOTATION_GROUP_NAME), "queue": anns.get(ANNOTATION_QUEUE_NAME)},
             "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
             "status": {"phase": (pod.get("status") or {}).get("phase")},
+            "eviction": eviction_of(pod),
             "_spec": pod.get("spec") or {}}
 
 
@@ -106,6 +145,29 @@ def _slim_podgroup(pg: Obj) -> Obj:
     return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
             "queue": (pg.get("spec") or {}).get("queue") or DEFAULT_QUEUE,
             "phase": (pg.get("status") or {}).get("phase") or ""}
+
+
+def deserved_of(queue: Obj) -> tuple[float, float]:
+    """(cpu, GPUs) of the Queue's ``phalanx.dev/deserved`` annotation (JSON resource
+    list); absent or unreadable: 0."""
+    raw = ((queue.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_DESERVED)
+    try:
+        rl = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return (0.0, 0.0)
+    if not isinstance(rl, dict):
+        return (0.0, 0.0)
+    out = []
+    for key in ("cpu", _GPU):
+        try:
+            out.append(parse_quantity(rl.get(key, 0)))
+        except (ValueError, TypeError):
+            out.append(0.0)
+    return (out[0], out[1])
+
+
+def _slim_queue(q: Obj) -> Obj:
+    return {"metadata": {"name": (q.get("metadata") or {}).get("name")}, "deserved": deserved_of(q)}
 
 
 def requests(spec: Obj) -> tuple[float, float, float]:
@@ -156,11 +218,18 @@ class Metrics:
         self._pod_req: dict[str, tuple[float, float, float]] = {}
         self._job_running: dict[str, int] = {}  # job uid -> pods Running
         self._waiting: dict[str, int] = {}      # queue -> waiting PodGroups
+        self._pg_queue: dict[tuple[str, str], str] = {}        # (ns, PodGroup) -> queue
+        self._pod_queue: dict[str, str] = {}                   # pod uid -> queue its requests count in
+        self._queue_alloc: dict[str, list[float]] = {}         # queue -> [cpu, gpu] held
+        self._deserved: dict[str, tuple[float, float]] = {}    # queue -> (cpu, gpu) deserved
+        self._evicted: dict[str, None] = {}                    # pod uids marked for eviction
+        self.evictions = {"preempted": 0, "reclaimed": 0}
         self.timeline = Timeline()
         self.pods_created = 0
         self.informers = [Informer(client, k) for k in JOB_KINDS]
         self.pod_informer = Informer(client, "Pod", transform=_slim_pod)
         self.pg_informer = Informer(client, "PodGroup", transform=_slim_podgroup)
+        self.queue_informer = Informer(client, "Queue", transform=_slim_queue)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -169,15 +238,19 @@ class Metrics:
             inf.add_handler(self._on_job)
         self.pod_informer.add_handler(self._on_pod)
         self.pg_informer.add_handler(self._on_podgroup)
-        for inf in (*self.informers, self.pod_informer, self.pg_informer):
+        self.queue_informer.add_handler(self._on_queue)
+        for inf in self._all_informers():
             await inf.start()
-        for inf in (*self.informers, self.pod_informer, self.pg_informer):
+        for inf in self._all_informers():
             await inf.wait_synced()
         self._sample()
 
     async def stop(self) -> None:
-        for inf in (*self.informers, self.pod_informer, self.pg_informer):
+        for inf in self._all_informers():
             await inf.stop()
+
+    def _all_informers(self) -> list[Informer]:
+        return [*self.informers, self.pod_informer, self.pg_informer, self.queue_informer]
 
     def submitted(self, job: Obj, at: float) -> JobRecord:
         """The runner created ``job`` at ``at``."""
@@ -266,11 +339,27 @@ class Metrics:
         was_running = old is not None and (old.get("status") or {}).get("phase") == "Running"
         is_running = type_ != "DELETED" and (pod.get("status") or {}).get("phase") == "Running"
         changed = False
+        kind = pod.get("eviction") if type_ != "DELETED" else None
+        if kind is not None and uid not in self._evicted:
+            self._evicted[uid] = None
+            self.evictions[kind] += 1
+            changed = True
         if before != after:
             sign = 1.0 if after else -1.0
             for i in range(3):
                 self._alloc[i] += sign * req[i]
+            queue: str | None
+            if after:
+                queue = self._pod_queue[uid] = self._queue_of(pod)
+            else:
+                queue = self._pod_queue.pop(uid, None)
+            if queue is not None:
+                held = self._queue_alloc.setdefault(queue, [0.0, 0.0])
+                held[0] += sign * req[0]
+                held[1] += sign * req[2]
             changed = True
+        if type_ == "DELETED":
+            self._evicted.pop(uid, None)
         if was_running != is_running:
             self._pods_running += 1 if is_running else -1
             changed = True
@@ -287,7 +376,28 @@ class Metrics:
         if changed:
             self._sample()
 
+    def _queue_of(self, pod: Obj) -> str:
+        """The queue a pod's requests count in: its PodGroup's, else its queue annotation's."""
+        meta = pod["metadata"]
+        group = meta.get("group")
+        queue = self._pg_queue.get((meta.get("namespace") or "default", group)) if group else None
+        return queue or meta.get("queue") or DEFAULT_QUEUE
+
+    def _on_queue(self, type_: str, q: Obj, old: Obj | None) -> None:
+        name = q["metadata"]["name"]
+        if name == ROOT_QUEUE:
+            return
+        deserved = (0.0, 0.0) if type_ == "DELETED" else q["deserved"]
+        if self._deserved.get(name, (0.0, 0.0)) != deserved:
+            self._deserved[name] = deserved
+            self._sample()
+
     def _on_podgroup(self, type_: str, pg: Obj, old: Obj | None) -> None:
+        key = (pg["metadata"].get("namespace") or "default", pg["metadata"].get("name"))
+        if type_ == "DELETED":
+            self._pg_queue.pop(key, None)
+        else:
+            self._pg_queue[key] = pg["queue"]
         before = old is not None and old.get("phase") in WAITING_PHASES
         after = type_ != "DELETED" and pg.get("phase") in WAITING_PHASES
         if before == after and (old or {}).get("queue") == pg.get("queue"):
@@ -311,19 +421,31 @@ class Metrics:
             tl.memory.pop()
             tl.gpu.pop()
             tl.running_pods.pop()
-            for series in tl.waiting.values():
-                series.pop()
+            tl.evictions.pop()
+            for name in ("waiting", *QUEUE_SERIES):
+                for series in getattr(tl, name).values():
+                    series.pop()
         tl.t.append(now)
         tl.cpu.append(max(0.0, self._alloc[0]))
         tl.memory.append(max(0.0, self._alloc[1]))
         tl.gpu.append(max(0.0, self._alloc[2]))
         tl.running_pods.append(self._pods_running)
+        tl.evictions.append(sum(self.evictions.values()))
         n = len(tl.t)
-        for q in self._waiting:
-            if q not in tl.waiting:
-                tl.waiting[q] = [0] * (n - 1)
-        for q, series in tl.waiting.items():
-            series.append(max(0, self._waiting.get(q, 0)))
+        _extend(tl.waiting, {q: max(0, v) for q, v in self._waiting.items()}, n, 0)
+        _extend(tl.queue_cpu, {q: max(0.0, v[0]) for q, v in self._queue_alloc.items()}, n, 0.0)
+        _extend(tl.queue_gpu, {q: max(0.0, v[1]) for q, v in self._queue_alloc.items()}, n, 0.0)
+        _extend(tl.deserved_cpu, {q: v[0] for q, v in self._deserved.items()}, n, 0.0)
+        _extend(tl.deserved_gpu, {q: v[1] for q, v in self._deserved.items()}, n, 0.0)
+
+
+def _extend(series: dict[str, list[Any]], now: dict[str, Any], n: int, zero: Any) -> None:
+    """Append the value of every series at sample ``n - 1``; a new key is ``zero`` before."""
+    for key in now:
+        if key not in series:
+            series[key] = [zero] * (n - 1)
+    for key, values in series.items():
+        values.append(now.get(key, zero))
 
 
 def _holds(pod: Obj) -> bool:

@@ -1,6 +1,6 @@
 """What ``phalanx simulate`` shows and writes: a summary table, per-job rows
-(CSV, JSON), the timeline (CSV) and a picture of utilisation and queue
-lengths over time (SVG, PNG).
+(CSV, JSON), the timeline (CSV) and a picture of utilisation, queue lengths
+and each queue's cpu against its deserved share over time (SVG, PNG).
 
 Everything written is a function of the simulation's result only (virtual
 times, rounded to the millisecond; no wall-clock times, fixed SVG hash salt
@@ -94,6 +94,13 @@ def summarize(result: SimResult, workload_name: str) -> Summary:
     for q in sorted(tl.waiting):
         mean, peak = time_weighted(tl.t, tl.waiting[q], end)
         queues[q] = {"meanWaiting": _r(mean), "peakWaiting": int(peak)}
+    for q in tl.queues():
+        entry = queues.setdefault(q, {"meanWaiting": 0.0, "peakWaiting": 0})
+        zeros = [0.0] * len(tl.t)
+        mean, peak = time_weighted(tl.t, tl.queue_cpu.get(q, zeros), end)
+        entry.update({"meanCpu": _r(mean), "peakCpu": _r(peak),
+                      "meanDeservedCpu": _r(time_weighted(tl.t, tl.deserved_cpu.get(q, zeros), end)[0])})
+    evictions = {k: result.evictions.get(k, 0) for k in ("preempted", "reclaimed")}
     data = {
         "workload": workload_name,
         "seed": result.seed,
@@ -106,6 +113,7 @@ def summarize(result: SimResult, workload_name: str) -> Summary:
         "run": stats([r.run for r in ok if r.run is not None]),
         "turnaround": stats([r.turnaround for r in ok if r.turnaround is not None]),
         "restarts": sum(r.restarts for r in ok),
+        "evictions": {**evictions, "total": sum(evictions.values())},
         "utilisation": util,
         "queues": queues,
         "counts": {"podsCreated": result.stats.pods_created, "containersStarted": result.stats.containers_started,
@@ -139,7 +147,10 @@ def print_summary(summary: Summary, console: Console) -> None:
                                                 for k in ("p50", "p90", "p99", "mean", "max")))
     console.print(times)
 
-    cluster = Table(title=f"Cluster ({d['nodes']} nodes, {d['restarts']} restarts)", title_justify="left")
+    ev = d.get("evictions") or {}
+    evicted = (f", {ev['total']} pods evicted ({ev['preempted']} preempted, {ev['reclaimed']} reclaimed)"
+               if ev.get("total") else "")
+    cluster = Table(title=f"Cluster ({d['nodes']} nodes, {d['restarts']} restarts{evicted})", title_justify="left")
     for col in ("resource", "capacity", "mean allocated", "peak allocated"):
         cluster.add_column(col, justify="left" if col == "resource" else "right")
     for res, u in d["utilisation"].items():
@@ -149,11 +160,12 @@ def print_summary(summary: Summary, console: Console) -> None:
         cluster.add_row(res, str(cap), _pct(u["mean"]), _pct(u["peak"]))
     console.print(cluster)
     if d["queues"]:
-        qt = Table(title="Queues (PodGroups waiting: Pending/Inqueue)", title_justify="left")
-        for col in ("queue", "mean waiting", "peak waiting"):
+        qt = Table(title="Queues (PodGroups waiting: Pending/Inqueue; cpu held and deserved)", title_justify="left")
+        for col in ("queue", "mean waiting", "peak waiting", "mean cpu", "peak cpu", "mean deserved cpu"):
             qt.add_column(col, justify="left" if col == "queue" else "right")
         for q, v in d["queues"].items():
-            qt.add_row(q, f"{v['meanWaiting']:.2f}", str(v["peakWaiting"]))
+            qt.add_row(q, f"{v['meanWaiting']:.2f}", str(v["peakWaiting"]),
+                       *(f"{v[k]:g}" if v.get(k) is not None else "-" for k in ("meanCpu", "peakCpu", "meanDeservedCpu")))
         console.print(qt)
     for p in d["problems"][:10]:
         console.print(f"[yellow]problem:[/] {p}", markup=True, highlight=False)
@@ -189,10 +201,24 @@ def _csv(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
     return buf.getvalue()
 
 
+def queue_columns(tl: Timeline, capacity: tuple[float, float, float]) -> list[tuple[str, list[float]]]:
+    """(column, series) per queue that held or deserved anything: allocated and
+    deserved cpu, and GPUs when the cluster has any."""
+    cols: list[tuple[str, list[float]]] = []
+    zeros = [0.0] * len(tl.t)
+    kinds = ("cpu", "gpu") if capacity[2] > 0 else ("cpu",)
+    for q in tl.queues():
+        for res in kinds:
+            cols.append((f"alloc_{res}_{q}", getattr(tl, f"queue_{res}").get(q, zeros)))
+            cols.append((f"deserved_{res}_{q}", getattr(tl, f"deserved_{res}").get(q, zeros)))
+    return cols
+
+
 def timeline_csv(tl: Timeline, capacity: tuple[float, float, float]) -> str:
     queues = sorted(tl.waiting)
-    cols = ["t", "cpu", "memory", "gpu", "cpu_util", "memory_util", "gpu_util", "running_pods",
-            *(f"waiting_{q}" for q in queues)]
+    per_queue = queue_columns(tl, capacity)
+    cols = ["t", "cpu", "memory", "gpu", "cpu_util", "memory_util", "gpu_util", "running_pods", "evictions",
+            *(f"waiting_{q}" for q in queues), *(name for name, _ in per_queue)]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)
@@ -200,7 +226,7 @@ def timeline_csv(tl: Timeline, capacity: tuple[float, float, float]) -> str:
         vals = (tl.cpu[i], tl.memory[i], tl.gpu[i])
         w.writerow([_r(t), _r(vals[0]), _r(vals[1], 0), _r(vals[2]),
                     *(_r(v / c, 4) if c > 0 else "" for v, c in zip(vals, capacity)), tl.running_pods[i],
-                    *(tl.waiting[q][i] for q in queues)])
+                    tl.evictions[i], *(tl.waiting[q][i] for q in queues), *(_r(v[i]) for _, v in per_queue)])
     return buf.getvalue()
 
 
@@ -259,38 +285,50 @@ def plot(result: SimResult, out: Path, *, png: bool = True, svg: bool = True) ->
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     tl, end = result.timeline, max(result.end, result.timeline.t[-1] if result.timeline.t else 0.0)
     if not tl.t:
         return []
     scale, unit = _time_unit(end)
     util = {res: [v / c if c > 0 else 0.0 for v in getattr(tl, res)] for res, c in zip(RESOURCES, result.capacity)}
-    series: dict[str, Sequence[float]] = {**util, **{f"q:{q}": tl.waiting[q] for q in sorted(tl.waiting)}}
+    zeros = [0.0] * len(tl.t)
+    shares = tl.queues()
+    series: dict[str, Sequence[float]] = {**util, **{f"q:{q}": tl.waiting[q] for q in sorted(tl.waiting)},
+                                          **{f"a:{q}": tl.queue_cpu.get(q, zeros) for q in shares},
+                                          **{f"d:{q}": tl.deserved_cpu.get(q, zeros) for q in shares}}
     how = {k: "max" for k in series if k.startswith("q:")}
     xs, ys = downsample(tl.t, series, end, PLOT_BINS, how)
     xs = [x / scale for x in xs]
 
     with matplotlib.rc_context({"svg.hashsalt": "phalanx-sim", "svg.fonttype": "path", "path.simplify": True,
                                 "font.size": 9}):
-        fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(10, 6), constrained_layout=True)
+        fig, (ax1, ax2, ax3) = plt.subplots(3, 1, sharex=True, figsize=(10, 8.5), constrained_layout=True,
+                                            gridspec_kw={"height_ratios": [1, 0.8, 1.2]})
         for res, c in zip(RESOURCES, result.capacity):
             if c > 0:
                 ax1.step(xs, [100 * y for y in ys[res]], where="post", label=res, linewidth=1)
         ax1.set_ylabel("allocated (% of capacity)")
         ax1.set_ylim(0, 105)
-        ax1.legend(loc="upper right")
+        ax1.legend(**_LEGEND)
         ax1.grid(True, alpha=0.3)
-        ax1.set_title(f"{result.stats.nodes} nodes, {len(result.records)} jobs")
+        title = f"{result.stats.nodes} nodes, {len(result.records)} jobs"
+        evicted = sum(result.evictions.values())
+        if evicted:
+            title += (f", {evicted} pods evicted ({result.evictions.get('preempted', 0)} preempted, "
+                      f"{result.evictions.get('reclaimed', 0)} reclaimed)")
+        ax1.set_title(title)
         queues = [k for k in series if k.startswith("q:")]
         for k in queues:
             ax2.step(xs, ys[k], where="post", label=k[2:], linewidth=1)
         if not queues:
             ax2.step(xs, [0] * len(xs), where="post", linewidth=1)
         ax2.set_ylabel("PodGroups waiting")
-        ax2.set_xlabel(f"virtual time ({unit})")
         ax2.grid(True, alpha=0.3)
         if queues:
-            ax2.legend(loc="upper right")
+            ax2.legend(**_LEGEND)
+        _share_panel(ax3, xs, ys, shares, result.capacity[0], Line2D)
+        ax3.set_xlabel(f"virtual time ({unit})")
         written = []
         if svg:
             p = out / "utilisation.svg"
@@ -302,6 +340,36 @@ def plot(result: SimResult, out: Path, *, png: bool = True, svg: bool = True) ->
             written.append(p)
         plt.close(fig)
     return written
+
+
+def _share_panel(ax: Any, xs: list[float], ys: dict[str, list[float]], shares: list[str], cpu: float,
+                 line: Any) -> None:
+    """Each queue's cpu held (solid) and deserved share (dashed), one colour per queue.
+    Lines at one level stay apart: the solid ones are nested (earlier queues wider,
+    underneath), the dashed ones drawn on top with interleaved dashes."""
+    n = len(shares)
+    slots = min(max(n, 1), 4)
+    handles = []
+    for i, q in enumerate(shares):
+        colour = f"C{i % 10}"
+        width = 1.8 + (3.0 if n <= 3 else 2.0) * (n - 1 - i) / max(n - 1, 1)
+        ax.step(xs, ys[f"a:{q}"], where="post", color=colour, linewidth=width, alpha=0.6, zorder=2 + i)
+        dashes = (2.0 * (i % slots), (2.0, 2.0 * (slots - 1) if slots > 1 else 2.0))
+        ax.step(xs, ys[f"d:{q}"], where="post", color=colour, linewidth=1.4, linestyle=dashes, zorder=2 + n + i)
+        handles.append(line([0], [0], color=colour, linewidth=2.2, alpha=0.6, label=q))
+    if shares:
+        handles.append(line([0], [0], color="0.3", linewidth=1.4, linestyle=(0, (2.0, 2.0)), label="deserved"))
+        ax.legend(handles=handles, **_LEGEND)
+    else:
+        ax.step(xs, [0] * len(xs), where="post", linewidth=1)
+    ax.set_ylabel("cpu per queue (cores)")
+    top = max((max(ys[f"{k}:{q}"]) for q in shares for k in "ad"), default=0.0)
+    ax.set_ylim(0, max(min(top, cpu) if cpu > 0 else top, 1.0) * 1.08)
+    ax.grid(True, alpha=0.3)
+
+
+_LEGEND: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.005, 1.0), "borderaxespad": 0.0,
+                           "frameon": False}
 
 
 def _time_unit(end: float) -> tuple[float, str]:

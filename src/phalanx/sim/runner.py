@@ -103,6 +103,7 @@ class SimResult:
     stopped_by: str  # "done" | "until"
     seed: int | None = None
     problems: list[str] = field(default_factory=list)
+    evictions: dict[str, int] = field(default_factory=dict)  # "preempted" / "reclaimed" -> pods
 
 
 class Simulation:
@@ -153,7 +154,7 @@ class Simulation:
         stats = self._stats(time.perf_counter() - wall)
         assert self.metrics is not None
         return SimResult(self.metrics.records, self.metrics.timeline, self._capacity, self._end, stats,
-                         stopped_by, self.seed, list(self.problems))
+                         stopped_by, self.seed, list(self.problems), dict(self.metrics.evictions))
 
     # ------------------------------------------------------------------ wiring
 
@@ -178,7 +179,8 @@ class Simulation:
         self.jobs = JobController(client, clock, options)
         agent_cfg = SimAgentConfig(backoff_base=s.seconds("backoff_base") or 0.0,
                                    backoff_cap=s.seconds("backoff_cap") or 0.0,
-                                   startup=s.seconds("startup") or 0.0, events=s.events)
+                                   startup=s.seconds("startup") or 0.0, stop_time=s.seconds("stop_time") or 0.0,
+                                   events=s.events)
         nodes = [SimNode(name, _node_ip(i)) for i, (name, _) in enumerate(node_specs)]
         self.agent = SimAgent(client, clock, nodes, agent_cfg)
         for c in (self.gc, self.scheduler, self.jobs, self.agent):

@@ -11,6 +11,7 @@ cluster:
 sim:                     # optional
   backoffBase: 10s
   backoffCap: 5m
+  stopTime: 2s           # SIGTERM to exit of a killed container (at most its grace)
   schedulerPeriod: 1s
   until: 8d              # stop at this virtual time at the latest
 jobs:                    # explicit submissions ...
@@ -282,13 +283,14 @@ class SimSettings(_Model):
     backoff_cap: Any = "300s"
     default_backoff_limit: int = Field(default=0, ge=0, le=1_000_000)
     startup: Any = "0s"
+    stop_time: Any = "0s"  # SIGTERM to exit of a killed container (at most its grace period)
     scheduler_period: Any = "10m"
     until: Any = None
     drain: Any = "1d"
     events: bool = True
     event_ttl: Any = "1h"
 
-    @field_validator("backoff_base", "backoff_cap", "startup", "until", "drain", "event_ttl")
+    @field_validator("backoff_base", "backoff_cap", "startup", "stop_time", "until", "drain", "event_ttl")
     @classmethod
     def _d(cls, v: Any) -> Any:
         if v is not None:
