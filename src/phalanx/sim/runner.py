@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from phalanx.api.admission import admit
 from phalanx.api.registry import JOB_KINDS
+from phalanx.api.scheduling import system_priority_classes
 from phalanx.client.interface import Obj
 from phalanx.client.local import LocalClient
 from phalanx.controller.gc import GarbageCollector
@@ -43,6 +44,7 @@ from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
 from phalanx.sim.arrivals import LoadedWorkload
 from phalanx.sim.loop import VirtualClock, VirtualEventLoop
 from phalanx.sim.metrics import JobRecord, Metrics, Timeline
+from phalanx.store.priority import PriorityAdmission
 from phalanx.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -165,6 +167,8 @@ class Simulation:
         self.clock = clock = VirtualClock(loop)
         self.store = Store(None, clock, admission=admit, max_pending=10_000_000, uid_factory=counter_uids(),
                            name_rng=random.Random(self.seed))
+        # as the embedded cluster: pods get their priority from their PriorityClass
+        self.store.add_admission_plugin(PriorityAdmission(self.store))
         self.client = client = (LocalClient if s.events else QuietEventsClient)(self.store)
         node_specs = self.spec.cluster.node_specs()
         self._capacity = _capacity(node_specs)
@@ -223,6 +227,9 @@ class Simulation:
         for ns in sorted(namespaces):
             with contextlib.suppress(AlreadyExists, ApiError):
                 await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        for pc in system_priority_classes():
+            with contextlib.suppress(AlreadyExists):
+                await client.create(pc)
         for i, (name, cap) in enumerate(node_specs):
             await ensure_node(client, name, cap, self.clock, host_ip=_node_ip(i))
         for q in self.spec.cluster.queues:
