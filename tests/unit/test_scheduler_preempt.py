@@ -83,6 +83,20 @@ def test_reclaim_takes_back_a_queues_deserved_share_from_the_surplus_of_a_gang_a
     assert not r4.evictions and not r4.bindings
 
 
+def test_reclaim_stops_at_deserved():
+    # team-b wants 6 (three gangs of 2) against team-a's 8 at weight 1:1: both deserve 4; two of
+    # team-b's gangs are given room, the third waits, and team-a is left with exactly its share
+    w = world(running("a", 8, 1, "team-a"), waiting("b1", 2, 2, "team-b"), waiting("b2", 2, 2, "team-b"),
+              waiting("b3", 2, 2, "team-b"), queues=two_teams())
+    r = run(w)
+    assert evicted(r) == ["a-worker-4", "a-worker-5", "a-worker-6", "a-worker-7"]
+    assert not run(w).evictions
+    w.finish_evicted_pods()
+    r3 = run(w)
+    assert sorted(n for _, n, _ in r3.bindings) == ["b1-worker-0", "b1-worker-1", "b2-worker-0", "b2-worker-1"]
+    assert not r3.evictions
+
+
 def test_reclaim_takes_only_from_queues_above_their_deserved_share():
     # deserved: team-a 4, team-b 2, team-c 2 (its whole request); team-c is at its share
     qc = queue("team-c", 2)
