@@ -237,7 +237,7 @@ def test_edit_queue_capability_reproduces_p2(plane, tmp_path):
     assert r.stdout.strip() == "queue.scheduling.volcano.sh/default edited"
     assert {k: str(v) for k, v in plane.json("get", "q", "default")["spec"]["capability"].items()} == {"cpu": "2"}
 
-    job = write_job(plane.home.parent / "pytorchjob.yaml", 2)
+    job = write_job(plane.home.parent / "pytorchjob.yaml", 4)  # all four overlap running, even on a busy machine
     assert plane.kubectl("apply", "-f", str(job)).stdout == "pytorchjob.kubeflow.org/pytest created\n"
     # The scheduler says why the gang waits (beyond the original), on the PodGroup:
     described = plane.wait(lambda: re.search(r'Warning\s+Unschedulable\s+.*queue "default" capability exceeded: '
