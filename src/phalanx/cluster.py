@@ -32,6 +32,7 @@ from phalanx.node.agent import AgentConfig, NodeAgent, ensure_node
 from phalanx.node.execctx import LocalExecProvider
 from phalanx.node.logjanitor import LogJanitor
 from phalanx.node.logs import LogProvider
+from phalanx.node.metrics import NodeMetrics
 from phalanx.node.network import LocalNetwork
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists
@@ -106,7 +107,7 @@ class EmbeddedCluster:
             exec_command=exec_command,
             pod_wait_command=(sys.executable, "-m", "phalanx.node.podwait", "--home", str(self.home.absolute())),
         )
-        # The series of this control plane's operator and scheduler (the API server serves them).
+        # The series of this control plane's operator, scheduler and node agents (the API server serves them).
         self.metrics_registry = CollectorRegistry()
         self.gc = GarbageCollector(self.client)
         # The gang scheduler and, as Volcano's controller manager runs beside it, the
@@ -132,8 +133,9 @@ class EmbeddedCluster:
             backoff_cap=self.config.agent.backoff_cap,
             environments=tuple(self.config.environments),
         )
+        node_metrics = NodeMetrics(self.metrics_registry)
         self.agents = [
-            NodeAgent(self.client, self.clock, n.name, self.home, self.network, agent_cfg)
+            NodeAgent(self.client, self.clock, n.name, self.home, self.network, agent_cfg, metrics=node_metrics)
             for n in self.config.nodes
         ]
         self._tasks: list[asyncio.Task[Any]] = []

@@ -1,6 +1,7 @@
-"""Metrics scraped over HTTP and parsed as Prometheus does, after the seed PyTorchJob ran:
-from the embedded control plane's API server (behind its token), and from `phalanx operator`
-and `phalanx scheduler` run apart against it (their /metrics, /healthz, /readyz)."""
+"""Metrics scraped over HTTP and parsed as Prometheus does, while and after the seed PyTorchJob ran:
+from the embedded control plane's API server (behind its token; its operator, scheduler and node
+agents' series), and from `phalanx operator` and `phalanx scheduler` run apart against it (their
+/metrics, /healthz, /readyz)."""
 from __future__ import annotations
 
 import json
@@ -81,15 +82,53 @@ def check_scheduler(s: dict) -> None:
     assert value(s, "volcano_queue_pod_group_running_count", queue_name="default") is not None
 
 
+def families(text: str) -> dict[str, str]:
+    return {fam.name: fam.type for fam in text_string_to_metric_families(text)}
+
+
+def running(s: dict) -> bool:
+    return value(s, "phalanx_jobs", **JOB, state="Running") == 1 and \
+        value(s, "volcano_queue_allocated_milli_cpu", queue_name="default") == 4000
+
+
+def check_cluster(s: dict, text: str) -> None:
+    """The embedded control plane's own series: jobs by state, restarts, pod starts, the queue let go."""
+    assert {st: value(s, "phalanx_jobs", **JOB, state=st) for st in
+            ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed")} == {
+        "Created": 0, "Running": 0, "Restarting": 0, "Suspended": 0, "Succeeded": 1, "Failed": 0}
+    assert value(s, "phalanx_job_restarts_total", **JOB) in (None, 0)  # the seed job restarts nothing
+    for name in ("kubelet_pod_start_duration_seconds", "kubelet_pod_start_total_duration_seconds"):
+        assert value(s, f"{name}_count") == 4, name  # the four pods, once each
+        mean = (value(s, f"{name}_sum") or 0) / 4
+        assert 0 < mean < 30, (name, mean)
+        assert value(s, f"{name}_bucket", le="+Inf") == 4
+    # creation to running includes the wait for the gang; first sight to running does not
+    assert (value(s, "kubelet_pod_start_total_duration_seconds_sum") or 0) + 4 >= \
+        (value(s, "kubelet_pod_start_duration_seconds_sum") or 0)
+    for r in ("cpu", "memory"):
+        unit = "milli_cpu" if r == "cpu" else "memory_bytes"
+        assert value(s, f"volcano_queue_allocated_{unit}", queue_name="default") == 0, r
+        assert value(s, f"volcano_queue_deserved_{unit}", queue_name="default") is not None, r
+    assert families(text) | {"phalanx_jobs": "gauge", "phalanx_job_restarts": "counter",
+                             "kubelet_pod_start_duration_seconds": "histogram",
+                             "volcano_queue_deserved_milli_cpu": "gauge"} == families(text)
+
+
 def test_the_control_planes_api_server_serves_the_clusters_metrics(env, tmp_path):
     api = json.loads((Path(env["PHALANX_HOME"]) / "api.json").read_text())
     assert fetch(api["url"] + "/metrics", ca=api["ca"])[0] == 403  # behind the token: anonymous is refused
-    cli(env, "apply", "-f", str(job_file(tmp_path, 0.5)))
+    assert fetch(api["url"] + "/metrics", "not-the-token", ca=api["ca"])[0] == 401  # another token: unauthorized
+    scrape = lambda: fetch(api["url"] + "/metrics", api["token"], api["ca"])
+    cli(env, "apply", "-f", str(job_file(tmp_path, 3)))
+    during = wait_samples(scrape, running, what="the job Running, its four pods' CPU allocated to the queue")
+    assert value(during, "volcano_queue_deserved_milli_cpu", queue_name="default") == 4000
     wait_cli(env, ["get", "pytorchjob", "pytest"], lambda out: "Succeeded" in out, 60, "job Succeeded")
-    s = wait_samples(lambda: fetch(api["url"] + "/metrics", api["token"], api["ca"]), finished,
-                     what="the PodGroup deleted")
+    s = wait_samples(scrape, lambda s: finished(s) and
+                     value(s, "volcano_queue_allocated_milli_cpu", queue_name="default") == 0,
+                     what="the PodGroup deleted and the queue's allocation released")
     check_operator(s)
     check_scheduler(s)
+    check_cluster(s, scrape()[1])
     assert (value(s, "apiserver_request_total", verb="POST", group="kubeflow.org", version="v1",
                   resource="pytorchjobs", subresource="", code="201")) == 1
 

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from phalanx.controller.job import Plan, ReconcileOptions
 from phalanx.controller.job.controller import JobController
-from phalanx.controller.metrics import FRAMEWORK_NAMES, OperatorMetrics, framework_name
+from phalanx.controller.metrics import FRAMEWORK_NAMES, JOB_STATES, OperatorMetrics, framework_name, job_state
 from phalanx.objects.clock import format_time
 from phalanx.objects.errors import AlreadyExists, Conflict, NotFound
 from tests.unit.test_job_controller import KEY, full_plan, make, obj, store_client, wait_for  # noqa: F401
@@ -177,6 +177,9 @@ async def test_a_job_run_to_its_end_over_the_store(store_client):  # noqa: F811
                 for n in ("created", "successful", "failed", "restarted", "deleted")] == [1, 1, 0, 1, 0]
         assert [value(m, n) for n in ("created_pods_total", "deleted_pods_total", "failed_pods_total",
                                       "created_pod_groups_total", "deleted_pod_groups_total")] == [3, 1, 1, 1, 1]
+        assert value(m, "phalanx_job_restarts_total", JOB) == 1  # the job's status.restartCount
+        assert {st: value(m, "phalanx_jobs", {**JOB, "state": st}) for st in JOB_STATES} == {
+            "Created": 0, "Running": 0, "Restarting": 0, "Suspended": 0, "Succeeded": 1, "Failed": 0}
     finally:
         await jc.stop()
         task.cancel()
@@ -210,3 +213,49 @@ def test_status_written_labels_every_kind(kind):
     m.status_written(kind, "ns1", None, {"conditions": [cond("Created")]})
     assert value(m, "training_operator_jobs_created_total",
                  {"job_namespace": "ns1", "framework": FRAMEWORK_NAMES[kind]}) == 1
+
+
+def test_restarts_count_what_the_status_write_adds_to_restart_count():
+    m = OperatorMetrics()
+    m.status_written("TFJob", "ns1", None, {"restartCount": 2})
+    m.status_written("TFJob", "ns1", {"restartCount": 2}, {"restartCount": 2})  # unchanged: nothing
+    m.status_written("TFJob", "ns1", {"restartCount": 2}, {"restartCount": 5})
+    m.status_written("TFJob", "ns1", {"restartCount": 5}, {})  # dropped (a reset): no negative count
+    m.status_written("TFJob", "ns1", {}, {"restartCount": "7"})  # not an integer: ignored
+    m.status_written("TFJob", "ns1", {}, {"restartCount": True})
+    assert value(m, "phalanx_job_restarts_total", {"job_namespace": "ns1", "framework": "tensorflow"}) == 5
+    assert value(m, "phalanx_job_restarts_total", JOB) == 0
+
+
+def job_in(ns: str, *conds: dict) -> dict:
+    return {"metadata": {"name": "j", "namespace": ns}, "status": {"conditions": list(conds)}}
+
+
+def test_a_jobs_state_is_its_last_true_condition():
+    assert job_state(job_in("a")) == "Unknown"
+    assert job_state({"status": "weird"}) == "Unknown" and job_state(None) == "Unknown"
+    assert job_state(job_in("a", cond("Created"))) == "Created"
+    assert job_state(job_in("a", cond("Created"), cond("Running"))) == "Running"
+    assert job_state(job_in("a", cond("Created"), cond("Running", "False"), cond("Succeeded"))) == "Succeeded"
+    assert job_state(job_in("a", cond("Created"), cond("Suspended", "False"))) == "Created"
+    assert job_state(job_in("a", cond("Created"), {"type": 3, "status": "True"})) == "Created"
+
+
+def test_jobs_by_state_are_counted_from_the_caches_at_each_scrape():
+    m = OperatorMetrics()
+    assert m.registry.get_sample_value("phalanx_jobs", {**JOB, "state": "Running"}) is None  # no source yet
+    jobs = [("PyTorchJob", job_in("default", cond("Created"), cond("Running"))),
+            ("PyTorchJob", job_in("default", cond("Created"), cond("Running"))),
+            ("PyTorchJob", job_in("default")),
+            ("TFJob", job_in("ns1", cond("Created"), cond("Failed"))),
+            ("TFJob", {"metadata": {}}), ("TFJob", "not a job")]  # no namespace: skipped
+    m.job_objects = lambda: jobs
+    tf = {"job_namespace": "ns1", "framework": "tensorflow"}
+    assert {st: value(m, "phalanx_jobs", {**JOB, "state": st}) for st in (*JOB_STATES, "Unknown")} == {
+        "Created": 0, "Running": 2, "Restarting": 0, "Suspended": 0, "Succeeded": 0, "Failed": 0, "Unknown": 1}
+    assert {st: value(m, "phalanx_jobs", {**tf, "state": st}) for st in JOB_STATES if value(
+        m, "phalanx_jobs", {**tf, "state": st})} == {"Failed": 1}
+    assert m.registry.get_sample_value("phalanx_jobs", {**tf, "state": "Running"}) == 0  # every state reported
+    assert m.registry.get_sample_value("phalanx_jobs", {**tf, "state": "Unknown"}) is None
+    jobs.clear()  # the jobs deleted: their series go
+    assert m.registry.get_sample_value("phalanx_jobs", {**JOB, "state": "Running"}) is None

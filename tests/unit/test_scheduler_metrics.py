@@ -13,7 +13,7 @@ from phalanx.client.local import LocalClient
 from phalanx.objects.clock import FakeClock
 from phalanx.runtime.probes import exposition
 from phalanx.scheduler import SchedulerConfig, Snapshot, run_session
-from phalanx.scheduler.metrics import Histogram, SchedulerMetrics, exponential_buckets_range
+from phalanx.scheduler.metrics import QUEUE_GAUGES, Histogram, SchedulerMetrics, exponential_buckets_range
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.scheduler.testing import gang, node, podgroup, queue
 from phalanx.store import Store
@@ -114,6 +114,10 @@ def test_the_driver_reports_timings_and_the_closed_sessions_figures():
     assert not [k for k in s if k[0] in ("volcano_unschedule_task_count", "volcano_e2e_job_scheduling_duration")]
     assert s[("volcano_unschedule_job_count", ())] == 0
     assert count(s, "volcano_e2e_scheduling_latency_milliseconds") == 2
+    # a queue whose jobs are gone holds, requests and deserves nothing; its weight stays
+    for q in ("root", "default"):
+        assert {n: s[(f"volcano_queue_{n}", (("queue_name", q),))] for n, _ in QUEUE_GAUGES} == {
+            **{n: 0 for n, _ in QUEUE_GAUGES}, "weight": 1}, q
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from phalanx.api.constants import ANNOTATION_ADDRESS, LABEL_JOB_NAME
 from phalanx.client.interface import Client
 from phalanx.node import podstate
 from phalanx.node.gpus import GpuAllocator, node_devices
+from phalanx.node.metrics import NodeMetrics
 from phalanx.node.names import check_dns_subdomain
 from phalanx.node.network import LocalNetwork, pod_owner
 from phalanx.node.podstate import BackoffConfig
@@ -73,8 +74,9 @@ class NodeAgent:
     """Runs the pods whose ``spec.nodeName`` is ``node_name``."""
 
     def __init__(self, client: Client, clock: Clock, node_name: str, state_dir: Path,
-                 network: LocalNetwork, config: AgentConfig | None = None) -> None:
+                 network: LocalNetwork, config: AgentConfig | None = None, metrics: NodeMetrics | None = None) -> None:
         self.client = client
+        self.metrics = metrics  # kubelet's pod start latencies; None: not measured
         self.clock = clock
         self.node_name = node_name
         self.config = config or AgentConfig()

@@ -15,6 +15,7 @@ from phalanx.node import podstate
 from phalanx.node.gpus import RESOURCE as GPU_RESOURCE
 from phalanx.node.gpus import GpuAllocator, gpu_count
 from phalanx.node.logs import pod_dir
+from phalanx.node.metrics import NodeMetrics, PodStartTracker
 from phalanx.node.names import check_dns_label, check_dns_subdomain, check_uid
 from phalanx.node.network import LocalNetwork
 from phalanx.node.podmounts import PodMounts
@@ -45,6 +46,7 @@ class PodHost(Protocol):
     network: LocalNetwork
     gpus: GpuAllocator
     allocatable: dict[str, str]
+    metrics: NodeMetrics | None
 
     async def record(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         """An event about ``pod``."""
@@ -107,6 +109,7 @@ class PodWorker:
         self._done = False
         self._writes = 0  # successful status writes
         self._rewrites = 0
+        self._start_latency = PodStartTracker(host.metrics, pod, host.clock.now())
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._loop(), name=f"pod-{self.namespace}-{self.name}")
@@ -328,6 +331,8 @@ class PodWorker:
         elif outcome == "written" and obj is not None:
             self.update(obj)
             self._writes += 1
+            containers = len((self.pod.get("spec") or {}).get("containers") or [])
+            self._start_latency.written(status, containers, self.host.clock.now())
         return outcome in ("unchanged", "written")
 
     async def _choose_ip(self, pod: Obj) -> str:

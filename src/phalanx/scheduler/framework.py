@@ -152,7 +152,8 @@ def session_stats(ssn: Session) -> SessionStats:
     """The closed session's figures: the jobs the gang plugin left unschedulable (or an enqueue
     refusal left pending) and by how many tasks their gang is short, the jobs placed (their age
     at ``ssn.now``), and the proportion plugin's per-queue figures. One pass over the jobs, a
-    few attribute reads each: this runs after every session."""
+    few attribute reads each: this runs after every session. A queue without jobs gets zeros (its
+    gauges fall back to 0 when its last job is gone, rather than keeping the last figures)."""
     st = SessionStats()
     now = ssn.now.timestamp()
     names, unready, scheduled = st.jobs, st.unready, st.scheduled_jobs
@@ -172,6 +173,9 @@ def session_stats(ssn: Session) -> SessionStats:
                 st.queues[name] = (a.allocated[0], a.allocated[1], a.request[0], a.request[1], a.deserved[0],
                                    a.deserved[1], a.inqueue[0], a.inqueue[1], a.share, float(a.queue.weight),
                                    1.0 if plugin.is_overused(a.queue) else 0.0)
+            for name, q in ssn.queues.items():  # a queue without jobs holds, requests and deserves nothing
+                if name not in st.queues:
+                    st.queues[name] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, float(q.weight), 0.0)
     return st
 
 

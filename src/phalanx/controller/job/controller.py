@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from typing import Any, Coroutine, Iterable, NamedTuple
+from typing import Any, Coroutine, Iterable, Iterator, NamedTuple
 
 from phalanx.api.constants import ANNOTATION_NO_RESTART, ANNOTATION_NO_RESTART_ON_FAILURE
 from phalanx.api.pod import preemption_message, stopped_by_shutdown
@@ -81,6 +81,7 @@ class JobController:
         self._recorder = recorder
         self._recorders: dict[str, EventRecorder] = {}
         self.jobs = {k: Informer(client, k) for k in self.frameworks}
+        self.metrics.job_objects = self._cached_jobs
         self.pods = Informer(client, "Pod")
         self.services = Informer(client, "Service")
         self.podgroups = Informer(client, "PodGroup") if self.options.gang_scheduler else None
@@ -117,6 +118,12 @@ class JobController:
             for job in inf.list():
                 self.controller.queue.add(job_key(kind, namespace(job), name_of(job)))
         await self.controller.run()
+
+    def _cached_jobs(self) -> Iterator[tuple[str, Obj]]:
+        """Every job of the caches, with its kind (the metrics' jobs by state)."""
+        for kind, inf in self.jobs.items():
+            for job in inf.list():
+                yield kind, job
 
     def synced(self) -> bool:
         """Every informer has listed (readiness: reconciles see the whole state)."""
