@@ -107,10 +107,22 @@ def test_the_deadline_is_a_line_across_the_picture():
 def test_axis_ticks_in_seconds_and_a_legend_of_every_state(p5):
     (axis,) = by_class(p5, "g", "axis")
     ticks = [float(t.get("data-t")) for t in by_class(axis, "g", "tick")]
-    assert ticks[0] == 0 and ticks[-1] <= 7.9 and len(ticks) >= 4
+    assert ticks[0] == 0 and ticks[-1] <= 7.9 + 0.5 and len(ticks) >= 4
     assert [t.text for t in axis.iter(NS + "text")][:2] == ["0s", "1s"]
     items = by_class(p5, "g", "legend-item")
     assert [i.get("data-state") for i in items][:len(STATES)] == list(STATES)
+
+
+def test_the_states_a_finished_job_ended_in_show_to_the_right_edge(p5):
+    edge = svg.WIDTH - svg.RIGHT
+    (m0,) = [g for g in by_class(p5, "g", "pod") if g.get("data-pod") == "pytest-master-0"]
+    last = by_class(m0, "rect", "seg")[-1]
+    assert last.get("data-state") == "Completed" and last.get("data-end") == "7.9"  # the data: the last record
+    assert float(last.get("x")) + float(last.get("width")) == pytest.approx(edge, abs=0.05)
+    assert float(last.get("width")) > 10
+    (jb,) = by_class(p5, "g", "job")
+    succeeded = by_class(jb, "rect", "span")[-1]
+    assert float(succeeded.get("x")) + float(succeeded.get("width")) == pytest.approx(edge, abs=0.05)
 
 
 def test_an_unfinished_job_has_open_segments_up_to_now():

@@ -2,8 +2,9 @@
 
 The real job controller, scheduler and garbage collector run on simulated
 nodes (``phalanx.sim``); a week of jobs takes minutes. Prints a summary and
-writes per-job rows, the timeline and a picture to ``--out``. The same
-workload and seed give identical files.
+writes per-job rows, the timeline and a picture to ``--out``, and (when the
+run recorded the jobs' state histories) ``timelines/<ns>_<kind>_<name>.svg``
+for the first jobs. The same workload and seed give identical files.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Optional
 import typer
 
 EXIT_INVALID = 2
+TIMELINES = 20  # jobs drawn into --out/timelines/, the first ones by creation
 
 
 def simulate(
@@ -58,7 +60,23 @@ def simulate(
                   f"peak RSS {s.peak_rss_mb:.0f} MB")
     target = out or Path(f"sim-{workload.stem}")
     files = write_outputs(result, summary, target, png=pictures, svg=pictures)
+    if pictures:
+        files += _timelines(sim, target)
     console.print("wrote " + ", ".join(str(p) for p in files))
+
+
+def _timelines(sim: object, target: Path) -> list[Path]:
+    """The first jobs' timelines from the histories the simulator's recorder kept, then those histories
+    let go (a temporary folder unless the run was told where to keep them)."""
+    from phalanx.timeline.files import write_all  # lazy for start-up speed, as the imports above
+
+    histories = getattr(sim, "histories", None)  # None: the run recorded no history
+    try:
+        return write_all(histories, target / "timelines", limit=TIMELINES) if histories is not None else []
+    finally:
+        close = getattr(sim, "close", None)
+        if callable(close):
+            close()
 
 
 class _nothing:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from phalanx.timeline.model import STATES, Timeline
-from phalanx.timeline.svg import color, human, tick_step
+from phalanx.timeline.svg import color, drawn_end, human, tick_step, view_end
 
 
 def write_png(tl: Timeline, path: Path, dpi: int = 110) -> None:
@@ -22,21 +22,22 @@ def write_png(tl: Timeline, path: Path, dpi: int = 110) -> None:
     for row in tl.rows:
         seen[row.name] = seen.get(row.name, 0) + 1
         lanes.append(row.name + (f" #{seen[row.name]}" if seen[row.name] > 1 else ""))
-    span = max(tl.end, 1e-3)
+    span = view_end(tl)
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.32 * len(lanes)))
     try:
         y_of = {name: len(lanes) - 1 - i for i, name in enumerate(lanes)}
         for band, lane in ((tl.job, "job"), (tl.podgroup, "podgroup")):
             for s in band.spans:
-                ax.broken_barh([(s.start, max(s.end - s.start, span / 2000))], (y_of[lane] - 0.4, 0.8),
+                width = drawn_end(tl, s.end, s.open) - s.start
+                ax.broken_barh([(s.start, max(width, span / 2000))], (y_of[lane] - 0.4, 0.8),
                                facecolors=color(s.state), edgecolor="white", linewidth=0.5)
-                if (s.end - s.start) / span > 0.06:
+                if width / span > 0.06:
                     ax.text(s.start + span / 300, y_of[lane], s.state, va="center", fontsize=7)
         rows_y = {}
         for row, lane in zip(tl.rows, lanes[3:]):
             y = rows_y[row.uid] = y_of[lane]
             for seg in row.segments:
-                ax.broken_barh([(seg.start, max(seg.duration, span / 2000))], (y - 0.4, 0.8),
+                ax.broken_barh([(seg.start, max(drawn_end(tl, seg.end, seg.open) - seg.start, span / 2000))], (y - 0.4, 0.8),
                                facecolors=color(seg.state), edgecolor="white", linewidth=0.5)
             for g in row.gaps():
                 ax.plot([g.start, g.end], [y - 0.47, y - 0.47], color="#e6550d", linewidth=1.5)

@@ -41,6 +41,17 @@ def num(x: float) -> str:
     return repr(round(float(x), 3))
 
 
+def view_end(tl: Timeline) -> float:
+    """The time the picture's right edge stands for: past a finished job's last record by a little (4% of
+    its life, at least half a second), so that the states it ended in show; a running job's is now."""
+    return tl.end + max(0.04 * tl.end, 0.5) if tl.finished else max(tl.end, 1e-3)
+
+
+def drawn_end(tl: Timeline, end: float, open_: bool) -> float:
+    """Where a segment or span is drawn to: an open one of a finished job runs to the picture's edge."""
+    return view_end(tl) if open_ and tl.finished else end
+
+
 def tick_step(span: float, most: int = 10) -> float:
     for step in _TICK_STEPS:
         if span / step <= most:
@@ -71,7 +82,7 @@ class _Canvas:
     def __init__(self, tl: Timeline, width: int) -> None:
         self.tl = tl
         self.width = width
-        self.span = max(tl.end, 1e-3)
+        self.span = view_end(tl)
         self.plot_w = width - LABEL_W - RIGHT
         self.out: list[str] = []
 
@@ -86,7 +97,7 @@ def _band(c: _Canvas, band: Band, y: float, label: str) -> None:
     c.add(f'<g {_attrs(cls=f"band {band.kind}", data_name=band.name)}>')
     c.add(f'<text {_attrs(cls="label", x=8, y=y + LANE_H - 4)}>{html.escape(label)}</text>')
     for s in band.spans:
-        x0, x1 = c.x(s.start), c.x(s.end)
+        x0, x1 = c.x(s.start), c.x(drawn_end(c.tl, s.end, s.open))
         until = "now" if s.open and not c.tl.finished else at(s.end)
         tip = (f"{label}: {s.state}" + (f" ({s.reason})" if s.reason and s.reason != s.state else "")
                + f" {at(s.start)} → {until}" + (f"\n{s.message}" if s.message else ""))
@@ -119,7 +130,7 @@ def _row(c: _Canvas, row: PodRow, instance: int, y: float) -> None:
     c.add(f'<text {_attrs(cls="label", x=8, y=y + LANE_H - 4)}>{html.escape(label)}'
           f'{_title(f"{row.name} (uid {row.uid})")}</text>')
     for s in row.segments:
-        x0, x1 = c.x(s.start), c.x(s.end)
+        x0, x1 = c.x(s.start), c.x(drawn_end(c.tl, s.end, s.open))
         attrs = _attrs(cls=f"seg {_cls(s.state)}" + (" open" if s.open else ""), x=x0, y=y,
                        width=max(round(x1 - x0, 2), 0.5), height=LANE_H, fill=color(s.state), data_state=s.state,
                        data_status=s.status, data_start=num(s.start), data_end=num(s.end),
