@@ -38,7 +38,7 @@ def test_root_says_which_job_and_how_it_ended(p5):
     assert (p5.get("data-kind"), p5.get("data-namespace"), p5.get("data-name"), p5.get("data-uid")) == (
         "PyTorchJob", "default", "pytest", "job-uid")
     assert p5.get("data-state") == "Succeeded" and p5.get("data-finished") == "true"
-    assert float(p5.get("data-end")) == pytest.approx(7.9)
+    assert float(p5.get("data-end")) == pytest.approx(7.9) and float(p5.get("data-t0")) == T0
     assert title(p5) == "PyTorchJob default/pytest: Succeeded"
 
 

@@ -214,7 +214,7 @@ def render(tl: Timeline, width: int = WIDTH) -> str:
     what = f"{tl.job_kind or 'Job'} {tl.namespace + '/' if tl.namespace else ''}{tl.job_name}"
     root = _attrs(xmlns="http://www.w3.org/2000/svg", width=width, height=height, viewBox=f"0 0 {width} {height}",
                   cls="timeline", data_namespace=tl.namespace, data_kind=tl.job_kind, data_name=tl.job_name,
-                  data_uid=tl.job_uid, data_end=num(tl.end), data_finished=str(tl.finished).lower(),
+                  data_uid=tl.job_uid, data_t0=repr(round(tl.t0, 3)), data_end=num(tl.end), data_finished=str(tl.finished).lower(),
                   data_state=tl.state, data_truncated=str(tl.truncated).lower())
     c.add(f"<svg {root}>")
     c.add(_title(f"{what}: {tl.state or 'no state'}"))
