@@ -20,6 +20,7 @@ from phalanx.api.scheduling import system_priority_classes
 from phalanx.client.local import LocalClient
 from phalanx.config import ClusterConfig, load_config, make_private_dir
 from phalanx.controller.gc import GarbageCollector
+from phalanx.controller.history import HistoryRecorder
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
 from phalanx.controller.metrics import OperatorMetrics
@@ -37,6 +38,7 @@ from phalanx.objects.errors import AlreadyExists
 from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.scheduler import Scheduler
+from phalanx.store.history import JobHistories
 from phalanx.store.namespaces import SYSTEM_NAMESPACES, NamespaceLifecycle
 from phalanx.store.priority import PriorityAdmission
 from phalanx.store.store import Store
@@ -118,6 +120,9 @@ class EmbeddedCluster:
         self.podgroups: PodGroupController | None = (
             PodGroupController(self.client, sched_config.scheduler_names) if scheduler else None)
         self.namespaces = NamespaceController(self.client)
+        # Every job's states and events, for `phalanx timeline` and describe (also in split mode).
+        self.histories = JobHistories(self.home / "history")
+        self.history = HistoryRecorder(self.client, self.histories, self.clock)
         self.jobs: JobController | None = (
             JobController(self.client, self.clock, options, workers=self.config.operator.workers,
                           metrics=OperatorMetrics(self.metrics_registry))
@@ -146,7 +151,7 @@ class EmbeddedCluster:
         # or the log janitor acts on them.
         for a in self.agents:
             await a.prepare()
-        components = [c for c in (self.gc, self.namespaces, self.podgroups, self.scheduler, self.jobs,
+        components = [c for c in (self.gc, self.namespaces, self.history, self.podgroups, self.scheduler, self.jobs,
                                   self.log_janitor, *self.agents) if c is not None]
         for c in components:
             self._tasks.append(asyncio.create_task(c.run(), name=type(c).__name__))
@@ -181,7 +186,7 @@ class EmbeddedCluster:
                 await c.stop()
         for a in self.agents:
             await a.stop(kill_pods=kill_pods)
-        for housekeeper in (self.gc, self.namespaces, self.log_janitor):
+        for housekeeper in (self.gc, self.namespaces, self.log_janitor, self.history):
             if housekeeper is not None:
                 await housekeeper.stop()
         for t in self._tasks:

@@ -112,11 +112,12 @@ async def test_a_reclaims_its_share_from_the_surplus_of_b_and_both_succeed(plane
     assert await running_pods(c, "a-") == ["a-master-0", "a-worker-0", "a-worker-1", "a-worker-2"]
     await wait_until(lambda: _equals(finished(c, "b"), "Succeeded"), 30, "b Succeeded")
     await wait_until(lambda: _equals(finished(c, "a"), "Succeeded"), 60, "a Succeeded")
+    await wait_until(lambda: rec.states("PyTorchJob", "a")[-1:] == ["Succeeded"] and all(
+        rec.states("Pod", v)[-1:] == ["Completed"] for v in victims), 10, "the watches to catch up")
     # the recreated instances ran only once B's pods were ending (each frees its CPU)
     b_end = min(rec.first_time("Pod", n, "Completed") for n in pods_of(rec, "b"))
     for v in victims:
         assert len(rec.uids[v]) == 2, rec.states("Pod", v)
-        assert rec.states("Pod", v)[-1] in ("Completed", "<deleted>")
         starts = [t for t, k, n, s in rec.rows if k == "Pod" and n == v and s == "Running"]
         assert len(starts) == 2 and starts[1] > b_end, rec.states("Pod", v)
     assert all(n == 0 for n in rec.restarts.values()), rec.restarts
@@ -146,6 +147,7 @@ async def test_a_gang_with_nothing_to_spare_is_evicted_whole_and_runs_again_afte
     assert await running_pods(c, "a-") == []
     await wait_until(lambda: _equals(finished(c, "b"), "Succeeded"), 30, "b Succeeded")
     await wait_until(lambda: _equals(finished(c, "a"), "Succeeded"), 60, "a Succeeded")
+    await wait_until(lambda: rec.states("PodGroup", "a")[-1:] == ["<deleted>"], 10, "the watches to catch up")
     b_end = min(rec.first_time("Pod", n, "Completed") for n in pods_of(rec, "b"))
     for n in pods_of(rec, "a"):
         starts = [t for t, k, m, s in rec.rows if k == "Pod" and m == n and s == "Running"]

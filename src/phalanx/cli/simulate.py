@@ -8,6 +8,7 @@ for the first jobs. The same workload and seed give identical files.
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Optional
 
@@ -49,7 +50,10 @@ def simulate(
         except DurationError as e:
             err.print(f"error: --until: {e}", markup=False)
             raise typer.Exit(EXIT_INVALID)
-    sim = Simulation(loaded, seed, until=limit)
+    target = out or Path(f"sim-{workload.stem}")
+    history = target / "history"  # every job's state history, as the embedded cluster keeps it
+    shutil.rmtree(history, ignore_errors=True)  # a previous run's: the same job names would append to it
+    sim = Simulation(loaded, seed, until=limit, history_dir=history)
     with console.status("simulating ...") if console.is_terminal else _nothing():
         result = sim.run()
     summary = summarize(result, workload.name)
@@ -58,7 +62,6 @@ def simulate(
     console.print(f"simulated {format_duration(s.virtual_seconds)} in {s.wall_seconds:.1f} s "
                   f"(x{s.speedup:,.0f}); {s.loop_callbacks:,} events, {s.store_writes:,} writes, "
                   f"peak RSS {s.peak_rss_mb:.0f} MB")
-    target = out or Path(f"sim-{workload.stem}")
     files = write_outputs(result, summary, target, png=pictures, svg=pictures)
     if pictures:
         files += _timelines(sim, target)

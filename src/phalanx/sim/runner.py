@@ -8,6 +8,9 @@ cluster wires them (``phalanx.cluster``), except that:
   ``VirtualClock``: time jumps to the next timer whenever nothing is ready;
 - pods are run by one ``SimAgent`` playing the agents of every declared node;
 - uids are deterministic (a counter), so equal inputs give equal objects;
+- the state-history recorder writes inline (a virtual-time loop has no threads to wait for), to
+  ``history_dir`` or, when none is given, a temporary folder kept until ``Simulation.close``
+  (``Simulation.histories``);
 - the job controller is configured as in cluster mode (``local_runtime`` off:
   DNS names and declared ports; there is no local network to allocate
   addresses, and the workers' init containers are the original nslookup loop).
@@ -22,8 +25,10 @@ import contextlib
 import logging
 import random
 import resource
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from phalanx.api.admission import admit
@@ -32,6 +37,7 @@ from phalanx.api.scheduling import system_priority_classes
 from phalanx.client.interface import Obj
 from phalanx.client.local import LocalClient
 from phalanx.controller.gc import GarbageCollector
+from phalanx.controller.history import HistoryRecorder
 from phalanx.controller.job.controller import JobController
 from phalanx.controller.job.plan import ReconcileOptions
 from phalanx.gctune import tune_gc
@@ -44,6 +50,7 @@ from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
 from phalanx.sim.arrivals import LoadedWorkload
 from phalanx.sim.loop import VirtualClock, VirtualEventLoop
 from phalanx.sim.metrics import JobRecord, Metrics, Timeline
+from phalanx.store.history import JobHistories
 from phalanx.store.priority import PriorityAdmission
 from phalanx.store.store import Store
 
@@ -111,11 +118,14 @@ class SimResult:
 class Simulation:
     """One run of a workload. ``on_started(sim)`` runs once the components are
     up, before the first submission (tests attach watches and drivers with
-    ``spawn``); the store stays readable after ``run`` (tests look at what is left)."""
+    ``spawn``); the store stays readable after ``run`` (tests look at what is left), and so do the
+    jobs' state histories (``histories``: under ``history_dir``, else a temporary folder removed by
+    ``close`` or when the Simulation is collected; ``record_history=False`` records none)."""
 
     def __init__(self, workload: LoadedWorkload, seed: int | None = None, *,
                  until: float | None = None, settle: float = 0.0,
-                 on_started: Callable[["Simulation"], Any] | None = None) -> None:
+                 on_started: Callable[["Simulation"], Any] | None = None,
+                 history_dir: Path | None = None, record_history: bool = True) -> None:
         self.workload = workload
         self.spec = workload.spec
         gen = self.spec.generator
@@ -135,6 +145,14 @@ class Simulation:
         self.jobs: JobController | None = None
         self.agent: SimAgent | None = None
         self.gc: GarbageCollector | None = None
+        self._history_tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.histories: JobHistories | None = None
+        if record_history:
+            if history_dir is None:
+                self._history_tmp = tempfile.TemporaryDirectory(prefix="phalanx-sim-history-")
+                history_dir = Path(self._history_tmp.name)
+            self.histories = JobHistories(history_dir)
+        self.history: HistoryRecorder | None = None
         self.problems: list[str] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._unfinished = 0
@@ -187,8 +205,11 @@ class Simulation:
                                    events=s.events)
         nodes = [SimNode(name, _node_ip(i)) for i, (name, _) in enumerate(node_specs)]
         self.agent = SimAgent(client, clock, nodes, agent_cfg)
-        for c in (self.gc, self.scheduler, self.jobs, self.agent):
-            self._tasks.append(loop.create_task(c.run(), name=type(c).__name__))
+        if self.histories is not None:
+            self.history = HistoryRecorder(client, self.histories, clock, threaded=False)
+        for c in (self.gc, self.history, self.scheduler, self.jobs, self.agent):
+            if c is not None:
+                self._tasks.append(loop.create_task(c.run(), name=type(c).__name__))
         if s.events:
             self._tasks.append(loop.create_task(self._expire_events(s.seconds("event_ttl") or 3600.0)))
         if self.on_started is not None:
@@ -237,7 +258,7 @@ class Simulation:
                                            kind="Queue"), "cluster.queues")
 
     async def _stop(self) -> None:
-        for c in (self.agent, self.jobs, self.scheduler, self.gc):
+        for c in (self.agent, self.jobs, self.scheduler, self.gc, self.history):
             if c is None:
                 continue
             await c.stop()
@@ -247,6 +268,12 @@ class Simulation:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+
+    def close(self) -> None:
+        """Remove the temporary history folder, if the Simulation made one."""
+        if self._history_tmp is not None:
+            self._history_tmp.cleanup()
+            self._history_tmp = None
 
     def spawn(self, coro: Any, name: str | None = None) -> asyncio.Task[Any]:
         """Run ``coro`` inside the simulation (a test's driver, a watch); it is
