@@ -17,8 +17,6 @@ from phalanx.store.history import JobHistories, JobKey
 from tests.scenarios.conftest import job_state, load_example, scaled, wait_until
 
 pytestmark = pytest.mark.e2e
-# The cluster records histories once the recorder (controller/history.py) is in.
-pytest.importorskip("phalanx.controller.history", reason="the state-history recorder is not in this tree yet")
 
 NS = "{http://www.w3.org/2000/svg}"
 BACKOFF_BASE = 0.2  # the `cluster` fixture's AgentSettings.backoff_base

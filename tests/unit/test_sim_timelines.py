@@ -12,9 +12,6 @@ from typer.testing import CliRunner
 
 from phalanx.cli.main import app
 
-# The simulator records histories once the recorder (controller/history.py) is in.
-pytest.importorskip("phalanx.controller.history", reason="the state-history recorder is not in this tree yet")
-
 NS = "{http://www.w3.org/2000/svg}"
 SEED = Path(__file__).resolve().parents[2] / "examples" / "pytorchjob.yaml"
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from phalanx.store.history import JobHistories  # loaded with the simulator, when the command runs
 
 EXIT_INVALID = 2
 TIMELINES = 20  # jobs drawn into --out/timelines/, the first ones by creation
@@ -64,22 +67,15 @@ def simulate(
                   f"peak RSS {s.peak_rss_mb:.0f} MB")
     files = write_outputs(result, summary, target, png=pictures, svg=pictures)
     if pictures:
-        files += _timelines(sim, target)
+        files += _timelines(sim.histories, target)
     console.print("wrote " + ", ".join(str(p) for p in files))
 
 
-def _timelines(sim: object, target: Path) -> list[Path]:
-    """The first jobs' timelines from the histories the simulator's recorder kept, then those histories
-    let go (a temporary folder unless the run was told where to keep them)."""
+def _timelines(histories: JobHistories | None, target: Path) -> list[Path]:
+    """The first jobs' timelines, drawn from the histories the simulator's recorder kept."""
     from phalanx.timeline.files import write_all  # lazy for start-up speed, as the imports above
 
-    histories = getattr(sim, "histories", None)  # None: the run recorded no history
-    try:
-        return write_all(histories, target / "timelines", limit=TIMELINES) if histories is not None else []
-    finally:
-        close = getattr(sim, "close", None)
-        if callable(close):
-            close()
+    return write_all(histories, target / "timelines", limit=TIMELINES) if histories is not None else []
 
 
 class _nothing:
