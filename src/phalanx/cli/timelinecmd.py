@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -15,7 +15,9 @@ from phalanx.api import registry
 from phalanx.cli.cmdutil import EXIT_ERROR, EXIT_INVALID, fail, resource, say, warn
 from phalanx.cli.controlplane import home as phalanx_home_dir
 from phalanx.cli.controlplane import read_endpoint
-from phalanx.store.history import JobHistories, JobKey
+
+if TYPE_CHECKING:
+    from phalanx.store.history import JobHistories, JobKey  # loaded when the command runs
 
 
 def _kinds_text() -> str:
@@ -61,7 +63,8 @@ def timeline(
 ) -> None:
     """A job's life: one bar per pod instance coloured by state, the job's conditions and the PodGroup's
     phases above, events as marks; read from $PHALANX_HOME/history (no control plane needed)."""
-    # Lazy for start-up speed: the timeline renderers load with this command only.
+    # Lazy for start-up speed: the store and the timeline renderers load with this command only.
+    from phalanx.store.history import JobHistories
     from phalanx.timeline import files, text
 
     if output is not None:

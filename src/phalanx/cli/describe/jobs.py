@@ -14,9 +14,6 @@ from phalanx.api.columns import NONE, cell, dig, dig_dict, dig_list, go_value
 from phalanx.cli.describe.common import Obj, PrefixWriter
 from phalanx.cli.describe.unstructured import Renderer, Section, describe_unstructured, write_unstructured
 from phalanx.cli.describe.volcano import eviction_lines, waiting_reason
-from phalanx.store.history import Record
-from phalanx.timeline import model as timeline_model
-from phalanx.timeline import text as timeline_text
 
 _REPLICA_COUNTS = (("active", "Active"), ("succeeded", "Succeeded"), ("failed", "Failed"),
                    ("restarts", "Restarts"))
@@ -103,11 +100,14 @@ def job_finished_or_running(job: Obj) -> bool:
 def timeline_lines(job: Obj, history: Any, now: datetime) -> Section | None:
     """The ``Timeline:`` section: the job, its PodGroup and each pod instance in one line each, times
     since the job's creation (None without a history)."""
-    records = [r for r in history if isinstance(r, Record)] if isinstance(history, list) else []
-    if not records:
+    if not isinstance(history, list) or not history:
         return None
+    # Lazy for start-up speed: the timeline reads store.history, which loads the store package.
+    from phalanx.timeline import model as timeline_model
+    from phalanx.timeline import text as timeline_text
+
     md = dig_dict(job, "metadata")
-    tl = timeline_model.build(records, namespace=cell(md.get("namespace")), kind=cell(job.get("kind")),
+    tl = timeline_model.build(history, namespace=cell(md.get("namespace")), kind=cell(job.get("kind")),
                               name=cell(md.get("name")), uid=cell(md.get("uid")), now=now.timestamp())
     pairs = timeline_text.lines(tl)
 
