@@ -523,6 +523,14 @@ from phalanx.cli.simulate import simulate as simulate_command
 app.command("simulate")(simulate_command)
 
 
+# ---------------------------------------------------------------- timeline
+
+# Imported here, next to its registration: it reads files only; the renderers load when it runs.
+from phalanx.cli.timelinecmd import timeline as timeline_command
+
+app.command("timeline", no_args_is_help=True)(timeline_command)
+
+
 def main() -> None:  # pragma: no cover
     app()
 

@@ -113,6 +113,7 @@ def _describe(kind: str, names: list[str], namespace: str, selector: str | None)
                                           for r in (pg.get("metadata") or {}).get("ownerReferences") or []):
                     related["podgroup"] = pg
                     related["events"] += events_of(client, pg, registry.by_kind("PodGroup"))
+                related["history"] = job_history(obj)
             related["events"].sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
             texts.append(describe_mod.describe(obj, related))
         say("\n\n".join(t.rstrip("\n") for t in texts) + ("\n" if texts else ""))
@@ -121,6 +122,18 @@ def _describe(kind: str, names: list[str], namespace: str, selector: str | None)
     finally:
         client.close()
     raise typer.Exit(code)
+
+
+def job_history(job: dict) -> list:
+    """The job's state history kept in $PHALANX_HOME (empty when none is, e.g. against another server)."""
+    from phalanx.store.history import JobHistories, JobKey  # lazy for start-up speed, as describe's
+
+    md = job.get("metadata") or {}
+    try:
+        return JobHistories(phalanx_home_dir() / "history").read(
+            JobKey(md.get("namespace") or "default", job.get("kind") or "", md.get("name") or "", md.get("uid") or ""))
+    except ValueError:
+        return []
 
 
 # ---------------------------------------------------------------- logs

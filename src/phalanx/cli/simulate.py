@@ -2,18 +2,23 @@
 
 The real job controller, scheduler and garbage collector run on simulated
 nodes (``phalanx.sim``); a week of jobs takes minutes. Prints a summary and
-writes per-job rows, the timeline and a picture to ``--out``. The same
-workload and seed give identical files.
+writes per-job rows, the timeline and a picture to ``--out``, and (when the
+run recorded the jobs' state histories) ``timelines/<ns>_<kind>_<name>.svg``
+for the first jobs. The same workload and seed give identical files.
 """
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
+if TYPE_CHECKING:
+    from phalanx.store.history import JobHistories  # loaded with the simulator, when the command runs
+
 EXIT_INVALID = 2
+TIMELINES = 20  # jobs drawn into --out/timelines/, the first ones by creation
 
 
 def simulate(
@@ -61,7 +66,16 @@ def simulate(
                   f"(x{s.speedup:,.0f}); {s.loop_callbacks:,} events, {s.store_writes:,} writes, "
                   f"peak RSS {s.peak_rss_mb:.0f} MB")
     files = write_outputs(result, summary, target, png=pictures, svg=pictures)
+    if pictures:
+        files += _timelines(sim.histories, target)
     console.print("wrote " + ", ".join(str(p) for p in files))
+
+
+def _timelines(histories: JobHistories | None, target: Path) -> list[Path]:
+    """The first jobs' timelines, drawn from the histories the simulator's recorder kept."""
+    from phalanx.timeline.files import write_all  # lazy for start-up speed, as the imports above
+
+    return write_all(histories, target / "timelines", limit=TIMELINES) if histories is not None else []
 
 
 class _nothing:

@@ -46,7 +46,8 @@ def describe(obj: Obj, related: dict | None = None, now: datetime | None = None)
     ``related`` may hold: ``events`` (Event dicts about the object; None hides the
     section; a job's include its PodGroup's), ``podgroup`` (a job's PodGroup, to say why it waits), ``pods``
     (a Node's pods, or a Service's selected pods for Endpoints), ``endpoints``
-    (a Service's ready ``ip:port`` strings).
+    (a Service's ready ``ip:port`` strings), ``history`` (a job's state history records, for its
+    ``Timeline:`` section).
     """
     now = now or datetime.now(timezone.utc)
     related = related or {}

@@ -1,5 +1,6 @@
 """`describe` for the six Kubeflow job kinds: the generic layout, with the job's restart
-accounting spelled out, its PodGroup's last preemption or reclaim and, while it waits, why.
+accounting spelled out, its PodGroup's last preemption or reclaim, while it waits, why, and (from its
+state history, when one is kept) a compact ``Timeline:`` of its replicas.
 
 Restart accounting: ``status.restartCount`` against ``runPolicy.backoffLimit``,
 ``replicaStatuses[<type>].restarts`` and the per-pod ``podRestarts`` bookkeeping.
@@ -11,7 +12,7 @@ from typing import Any
 
 from phalanx.api.columns import NONE, cell, dig, dig_dict, dig_list, go_value
 from phalanx.cli.describe.common import Obj, PrefixWriter
-from phalanx.cli.describe.unstructured import Renderer, describe_unstructured, write_unstructured
+from phalanx.cli.describe.unstructured import Renderer, Section, describe_unstructured, write_unstructured
 from phalanx.cli.describe.volcano import eviction_lines, waiting_reason
 
 _REPLICA_COUNTS = (("active", "Active"), ("succeeded", "Succeeded"), ("failed", "Failed"),
@@ -96,6 +97,27 @@ def job_finished_or_running(job: Obj) -> bool:
     return False
 
 
+def timeline_lines(job: Obj, history: Any, now: datetime) -> Section | None:
+    """The ``Timeline:`` section: the job, its PodGroup and each pod instance in one line each, times
+    since the job's creation (None without a history)."""
+    if not isinstance(history, list) or not history:
+        return None
+    # Lazy for start-up speed: the timeline reads store.history, which loads the store package.
+    from phalanx.timeline import model as timeline_model
+    from phalanx.timeline import text as timeline_text
+
+    md = dig_dict(job, "metadata")
+    tl = timeline_model.build(history, namespace=cell(md.get("namespace")), kind=cell(job.get("kind")),
+                              name=cell(md.get("name")), uid=cell(md.get("uid")), now=now.timestamp())
+    pairs = timeline_text.lines(tl)
+
+    def write(w: PrefixWriter) -> None:
+        w.write(0, "Timeline:\n")
+        for label, text in pairs:
+            w.write(1, f"{label}:\t{text}\n")
+    return write
+
+
 def describe_job(job: Obj, related: dict, now: datetime) -> str:
     custom = _job_status_renderers(job)
     if has_restart_accounting(job) and "restartCount" not in dig_dict(job, "status"):
@@ -103,7 +125,15 @@ def describe_job(job: Obj, related: dict, now: datetime) -> str:
     waiting = ""
     if "podgroup" in related and not job_finished_or_running(job):
         waiting = waiting_reason(related.get("podgroup"))
-    extra = None
+    sections = []
     if isinstance(related.get("podgroup"), dict):  # its events are among the job's (the CLI adds them)
-        extra = eviction_lines(related.get("events"), cell(dig(related["podgroup"], "metadata", "name")), now)
+        sections.append(eviction_lines(related.get("events"), cell(dig(related["podgroup"], "metadata", "name")),
+                                       now))
+    timeline = timeline_lines(job, related.get("history"), now)
+    if timeline is not None:
+        sections.append(timeline)
+
+    def extra(w: PrefixWriter) -> None:
+        for section in sections:
+            section(w)
     return describe_unstructured(job, related, now, custom, waiting, extra)
