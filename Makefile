@@ -20,8 +20,9 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 # System packages the test suite needs (Debian/Ubuntu): OpenMPI (mpirun, and the headers mpi4py
-# builds against) for the MPIJob tests; libnss-wrapper so pods resolve each other's names.
-SYSTEM_PACKAGES := openmpi-bin libopenmpi-dev libnss-wrapper
+# builds against) for the MPIJob tests; libnss-wrapper so pods resolve each other's names;
+# Chromium and its WebDriver for the web view's browser tests.
+SYSTEM_PACKAGES := openmpi-bin libopenmpi-dev libnss-wrapper chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \

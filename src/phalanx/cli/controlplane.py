@@ -319,7 +319,7 @@ class ServedCluster:
         app = make_app(self.cluster.client, self.token, log_provider=self.cluster.log_provider,
                        clock=self.cluster.clock, access_log=self._access_log,
                        exec_provider=self.cluster.exec_provider, signing_key=self.home / SA_KEY_FILE,
-                       metrics_registry=self.cluster.metrics_registry)
+                       metrics_registry=self.cluster.metrics_registry, histories=self.cluster.histories)
         if self.plain_kubernetes:
             from phalanx.server import webhooks  # lazy for start-up speed, as above
 

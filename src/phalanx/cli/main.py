@@ -531,6 +531,13 @@ from phalanx.cli.timelinecmd import timeline as timeline_command
 app.command("timeline", no_args_is_help=True)(timeline_command)
 
 
+# ---------------------------------------------------------------- web view
+
+from phalanx.cli.uicmd import ui as ui_command
+
+app.command("ui")(ui_command)
+
+
 def main() -> None:  # pragma: no cover
     app()
 

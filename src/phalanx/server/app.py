@@ -5,10 +5,11 @@
 items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``,
 ``pods/{name}/exec`` over websockets (``remotecommand``)), watch
 streams, ``/version``, health, legacy discovery, ``/openapi/v3`` and
-``/openapi/v2`` (``openapi_v2``). Built-in kinds may be sent as Kubernetes
-protobuf (``protobuf``), as kubectl's typed clients do; answers are JSON (paths
-and query options are read by ``routes``, bodies by ``bodies``). Every
-request needs the bearer token; every error is a Kubernetes ``Status`` with the
+``/openapi/v2`` (``openapi_v2``), and the web view under ``/ui/`` (``webui``).
+Built-in kinds may be sent as Kubernetes protobuf (``protobuf``), as kubectl's
+typed clients do; answers are JSON (paths and query options are read by
+``routes``, bodies by ``bodies``). Every request needs the bearer token (or the
+web view's session cookie with its CSRF token, ``websessions``); every error is a Kubernetes ``Status`` with the
 apiserver's code and wording, and bad input never yields a 5xx. ``serve``
 listens on loopback or a unix socket only, over HTTPS when given a TLS context
 (kubectl sends its token only over TLS).
@@ -79,6 +80,7 @@ from phalanx.server import (
     routes,
     streams,
     tables,
+    webui,
 )
 from phalanx.server.accesslog import ACCESS_LOG, access_log_middleware
 from phalanx.server.auth import ACCESS, AccessControl, access_middleware
@@ -87,6 +89,7 @@ from phalanx.server.openapi import openapi_v3_reply
 from phalanx.server.requestmetrics import request_metrics
 from phalanx.server.routes import Route
 from phalanx.server.status import error_response, failure, json_response, success
+from phalanx.store.history import JobHistories
 
 log = logging.getLogger(__name__)
 
@@ -409,6 +412,8 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         return web.Response(text="ok", content_type="text/plain")
     if len(segments) == 1 and head == "version":
         return json_response(discovery.version_info())
+    if head == "ui":
+        return await webui.dispatch(request, segments, request.method)
     if head == "openapi":
         if len(segments) >= 2 and segments[1] == "v3" and method == "GET":
             return _openapi_v3(request, "/".join(segments[2:]))
@@ -512,7 +517,8 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
              bookmark_interval: float = BOOKMARK_INTERVAL,
              access_log: logging.Logger | None = None,
              signing_key: Path | None = None,
-             metrics_registry: CollectorRegistry | None = None) -> web.Application:
+             metrics_registry: CollectorRegistry | None = None,
+             histories: JobHistories | None = None) -> web.Application:
     """The API application over ``client`` (any ``phalanx.client.interface.Client``).
 
     ``log_provider`` serves ``pods/{name}/log``: an object with
@@ -529,6 +535,7 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
     ``token`` is the admin's; ServiceAccount tokens are signed with the RSA key at ``signing_key``
     (made once; without a path, one in memory) and their users authorized by RBAC (``auth``).
     ``metrics_registry``: served at ``/metrics``, with ``apiserver_request_total`` added to it.
+    ``histories``: the jobs' state histories the web view (``webui``, at ``/ui/``) draws timelines from.
     """
     access = AccessControl(token, client, clock or Clock(), signing_key)
     metrics = [request_metrics(metrics_registry, ROUTE)] if metrics_registry is not None else []
@@ -544,6 +551,7 @@ def make_app(client: Client, token: str, log_provider: Any = None, *,
     app[bodies.MAX_BODY] = max_body_bytes
     app[CLOCK] = clock or Clock()
     app[BOOKMARKS] = float(bookmark_interval)
+    app[webui.TIMELINES] = histories
     app.router.add_route("*", r"/{tail:[\s\S]*}", _dispatch)  # any path, newlines too
     app.on_shutdown.append(_on_shutdown)
     app.on_cleanup.append(lambda _app: access.stop())

@@ -9,6 +9,9 @@ golden 63); a request without one is ``system:anonymous``, whom nothing is grant
 ``rbac.Policy`` over the stored ClusterRoles, ClusterRoleBindings, Roles and RoleBindings,
 watched by informers that start with the first such request; decisions are cached until
 one of those changes. ``Impersonate-*`` headers are not served: a request is its sender's.
+A request with no Authorization header may present the web view's session cookie
+(``websessions``): it is then its ticket's user, if it also carries the session's CSRF token
+and no foreign ``Origin``.
 """
 from __future__ import annotations
 
@@ -40,6 +43,15 @@ from phalanx.server.rbac import (
 from phalanx.server.requestinfo import RequestInfo
 from phalanx.server.status import failure, json_response
 from phalanx.server.tokens import Claims, InvalidToken, TokenSigner, ensure_signing_key
+from phalanx.server.websessions import (
+    COOKIE,
+    CSRF_HEADER,
+    Session,
+    WebSessions,
+    csrf_ok,
+    is_public,
+    same_origin,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +62,8 @@ RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 SYNC_TIMEOUT = 10.0
 _MAX_CACHED = 4096
 USER: web.RequestKey[UserInfo] = web.RequestKey("user")
+WEB_SESSION: web.RequestKey[Session[UserInfo]] = web.RequestKey("web_session")  # set for cookie requests
+CSRF_EXEMPT = ("GET", "/ui/session")  # where the page, holding only its cookie, reads its CSRF token
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -78,6 +92,7 @@ class AccessControl:
         self._informers: dict[str, Informer] = {}
         self._policy: Policy | None = None
         self._decisions: dict[tuple[str, tuple[str, ...], RequestInfo], Decision] = {}
+        self.sessions: WebSessions[UserInfo] = WebSessions(clock)
 
     # -- tokens ----------------------------------------------------------------
 
@@ -194,7 +209,25 @@ def access_middleware(access: AccessControl) -> Middleware:
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = await access.authenticate(request.headers.get("Authorization"))
+        if is_public(request.path):
+            return await handler(request)
+        header = request.headers.get("Authorization")
+        cookie = request.cookies.get(COOKIE)
+        if header is None and cookie:
+            session = access.sessions.lookup(cookie)
+            if session is None:
+                return failure(401, "Unauthorized", "Unauthorized: the web session has ended (run phalanx ui "
+                                                    "for a new login link)")
+            if not same_origin(request.headers.get("Origin"), request.host):
+                return failure(403, "Forbidden", "forbidden: a cross-origin request with the web session cookie")
+            if (request.method, request.path) != CSRF_EXEMPT and \
+                    not csrf_ok(session, request.headers.get(CSRF_HEADER)):
+                return failure(403, "Forbidden", f"forbidden: the web session's {CSRF_HEADER} header is missing "
+                                                 "or wrong")
+            request[WEB_SESSION] = session
+            user: UserInfo | None = session.user
+        else:
+            user = await access.authenticate(header)
         if user is None:
             return failure(401, "Unauthorized", "Unauthorized")
         request[USER] = user
