@@ -186,3 +186,15 @@ async def test_the_page_is_public_and_locked_down(api):
     assert r.status == 404  # no histories kept by this app
     r = await api.get("/ui/api/timeline/default/pytorchjobs/j1")
     assert r.status == 403  # anonymous
+
+
+def test_phalanx_ui_without_a_control_plane_says_how_to_start_one(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from phalanx.cli.main import app as cli
+
+    monkeypatch.setenv("PHALANX_HOME", str(tmp_path))
+    r = CliRunner().invoke(cli, ["ui", "--no-open"])
+    assert r.exit_code == 3 and "phalanx up" in r.output
+    r = CliRunner().invoke(cli, ["ui", "pods", "--no-open"])
+    assert r.exit_code == 2 and "jobs, queues, nodes" in r.output

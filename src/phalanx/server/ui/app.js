@@ -255,7 +255,7 @@ function jobView(main, signal, [ns, plural, name]) {
                                       `restarts ${st.restartCount || 0}`));
     replace(conds, table(["Type", "Status", "Reason", "Message", "Last transition"], (st.conditions || []).map(c =>
       el("tr", {}, el("td", {}, stateSpan(c.type)), el("td", {}, c.status), el("td", {}, c.reason || ""),
-         el("td", {class: "reason"}, c.message || ""), el("td", {}, c.lastTransitionTime || "")))), "No conditions yet.");
+         el("td", {class: "reason"}, c.message || ""), el("td", {}, c.lastTransitionTime || ""))), "No conditions yet."));
   };
   const drawPods = () => {
     const list = [...pods.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name, "en", {numeric: true}));
