@@ -73,3 +73,24 @@ def test_s8_pods_only_once_admitted(phase, ok):
     group = {"metadata": {"name": "x"}, "status": {} if phase is None else {"phase": phase}}
     assert pg.admitted(group) is ok
     assert pg.admitted(None) is False
+
+
+@pytest.mark.parametrize("policy, workers, want", [
+    (None, 3, 4),  # not elastic: every replica
+    ({"minReplicas": 2, "maxReplicas": 4}, 3, 3),  # the master and two workers
+    ({"minReplicas": 1, "maxReplicas": 4}, 4, 2),
+    ({"maxReplicas": 2}, 2, 3),  # min defaults to max: the whole job
+    ({"minReplicas": 3, "maxReplicas": 4}, 3, 4),  # at its minimum: every replica
+    ({"minReplicas": 5, "maxReplicas": 6}, 3, 4),  # below its minimum (not admitted): never more than exist
+    ({}, 3, 4),  # neither bound (defaulting sets both): every replica
+])
+def test_s8_an_elastic_pytorchjobs_gang_is_its_minimum(policy, workers, want):
+    job = pytorch_job()
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = workers
+    if policy is not None:
+        job["spec"]["elasticPolicy"] = policy
+    spec = pg.new_podgroup(job, PYTORCH)["spec"]
+    assert spec["minMember"] == want
+    assert spec["minResources"] == pg.min_resources(job, PYTORCH, want)
+    job["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 1}
+    assert pg.new_podgroup(job, PYTORCH)["spec"]["minMember"] == 1  # minAvailable still wins

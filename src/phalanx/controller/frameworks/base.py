@@ -92,6 +92,10 @@ class Framework(ABC):
     def total_replicas(self, job: dict) -> int:
         return sum(replicas_of(s) for _, s in self.replica_specs(job))
 
+    def gang_size(self, job: dict) -> int:
+        """The PodGroup's minMember when schedulingPolicy.minAvailable does not set it: every replica."""
+        return self.total_replicas(job)
+
     def restart_policy(self, rspec: dict) -> str:
         p = as_str(as_dict(rspec).get("restartPolicy"))
         return p if p in RESTART_POLICIES else self.default_restart_policy

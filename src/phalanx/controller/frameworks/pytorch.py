@@ -29,6 +29,22 @@ class PyTorchFramework(Framework):
             return rtype == MASTER
         return rtype == WORKER and index == 0
 
+    def gang_size(self, job: dict) -> int:
+        """Elastic: the gang is the job's minimum, the other replicas plus ``minReplicas`` workers, so
+        workers above it start as capacity allows and may be lost without breaking the gang
+        (docs/SEMANTICS.md, elastic jobs)."""
+        ep = spec(job).get("elasticPolicy")
+        total = self.total_replicas(job)
+        if not isinstance(ep, dict):
+            return total
+        workers = replicas_of(self.replica_spec(job, WORKER) or {})
+        lo = as_int(ep.get("minReplicas"))
+        if lo is None:
+            lo = as_int(ep.get("maxReplicas"))
+        if lo is None or lo < 0 or lo >= workers:
+            return total
+        return total - workers + lo
+
     def _nproc_int(self, job: dict) -> int:
         n = as_int(spec(job).get("nprocPerNode"))
         return n if n is not None and n > 0 else 1

@@ -19,7 +19,7 @@ NOT_ADMITTED = ("", "Pending")
 
 def min_member(job: Obj, fw: Framework) -> int:
     v = as_int(scheduling_policy(job).get("minAvailable"))
-    return v if v is not None and v >= 0 else fw.total_replicas(job)
+    return v if v is not None and v >= 0 else fw.gang_size(job)
 
 
 def min_resources(job: Obj, fw: Framework, members: int) -> dict[str, str]:
