@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[1]
-DEFAULT_DIRS = ("ddp", "tf-config")
+DEFAULT_DIRS = ("ddp", "tf-config", "elastic")
 # examples/<kind>job.yaml carries the scripts of examples/<kind>/.
 KIND_EXAMPLES = ("jax", "mpi", "paddle", "xgboost")
 _ANCHOR = re.compile(r"^(?P<indent> *)- &(?P<name>[a-z_][a-z0-9_]*) \|$")
