@@ -191,3 +191,37 @@ async def _all_running(c: EmbeddedCluster, prefix: str, n: int) -> bool:
 
 async def _equals(value, want) -> bool:
     return (await value) == want
+
+
+async def test_an_elastic_job_preempted_above_its_minimum_keeps_running_with_fewer_workers(plane):
+    # Issue 20: an elastic PyTorchJob's gang is its minimum (4 of 8 workers here), so a higher
+    # priority job takes only the workers above it, highest index first; the job stays Running on
+    # the others (no restart, no Restarting), gets its workers back when room returns, and
+    # succeeds when a worker does.
+    c, rec = plane
+    for name, value in (("low", 10), ("high", 1000)):
+        await c.client.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                               "metadata": {"name": name}, "value": value})
+    low = job("low", 9, 7, priority_class="low")
+    specs = low["spec"]["pytorchReplicaSpecs"]
+    del specs["Master"]
+    specs["Worker"]["replicas"] = 8
+    low["spec"]["elasticPolicy"] = {"minReplicas": 4, "maxReplicas": 8, "rdzvBackend": "c10d"}
+    await c.client.create(low)
+    await wait_until(lambda: _all_running(c, "low-", 8), 30, "low's 8 workers running")
+    pg = await c.client.get("PodGroup", "low", "default")
+    assert pg["spec"]["minMember"] == 4
+    await c.client.create(job("high", 4, 2, priority_class="high"))
+    await wait_until(lambda: _all_running(c, "high-", 4), 30, "high running")
+    assert await running_pods(c, "low-") == [f"low-worker-{i}" for i in range(4)]
+    assert await finished(c, "low") == "Running"
+    await wait_until(lambda: _equals(finished(c, "high"), "Succeeded"), 30, "high Succeeded")
+    await wait_until(lambda: _all_running(c, "low-", 8), 30, "low's workers back")
+    await wait_until(lambda: _equals(finished(c, "low"), "Succeeded"), 60, "low Succeeded")
+    assert "Restarting" not in rec.states("PyTorchJob", "low"), rec.states("PyTorchJob", "low")
+    for i in range(8):
+        starts = [s for s in rec.states("Pod", f"low-worker-{i}") if s == "Running"]
+        assert len(starts) == (1 if i < 4 else 2), (i, rec.states("Pod", f"low-worker-{i}"))
+    assert all(n == 0 for n in rec.restarts.values()), rec.restarts
+    status = (await c.client.get("PyTorchJob", "low", "default"))["status"]
+    assert status.get("restartCount", 0) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from phalanx.api.constants import LABEL_REPLICA_INDEX
 from tests.unit.test_job_core import started
+from tests.unit.test_job_preemption import PreemptWorld
 from tests.unit.test_job_world import env_of, pytorch_job
 
 ELASTIC = {"rdzvBackend": "c10d", "minReplicas": 2, "maxReplicas": 4, "maxRestarts": 3}
@@ -102,3 +103,48 @@ def test_the_job_succeeds_when_one_worker_succeeded():
     assert w.state() == "Succeeded"
     ok = [c for c in w.status["conditions"] if c["type"] == "Succeeded"][-1]
     assert ok["message"] == "PyTorchJob default/pytest successfully completed."
+
+
+def _preempt_world(workers: int, master: bool = False):
+    job = elastic_job(workers)
+    if master:
+        job["spec"]["pytorchReplicaSpecs"]["Master"] = pytorch_job()["spec"]["pytorchReplicaSpecs"]["Master"]
+    w = PreemptWorld(job)
+    w.gone = {}
+    w.step()
+    w.admit()
+    w.settle()
+    w.running(*w.pods)
+    w.settle()
+    return w
+
+
+def test_workers_evicted_above_the_minimum_are_lost_capacity_not_a_restart():
+    w = _preempt_world(4)
+    w.evict("pytest-worker-2", "pytest-worker-3")
+    w.settle()
+    assert w.state() == "Running" and "restartCount" not in w.status
+    for n in ("pytest-worker-2", "pytest-worker-3"):
+        w.ended(n)
+    w.settle()
+    w.forget("pytest-worker-2", "pytest-worker-3")
+    plans = w.settle()
+    assert sorted(p["metadata"]["name"] for x in plans for p in x.create_pods) == ["pytest-worker-2",
+                                                                                  "pytest-worker-3"]
+    assert w.state() == "Running" and "restartCount" not in w.status
+    assert "Restarting" not in [t for t, _, _ in w.conditions()]
+
+
+def test_an_eviction_below_the_minimum_restarts_the_elastic_job_as_any_gang():
+    w = _preempt_world(2)  # at its minimum: every worker is the gang
+    w.evict("pytest-worker-1")
+    w.settle()
+    assert w.state() == "Restarting" and "preempted" in w.status["conditions"][-1]["message"]
+    assert "restartCount" not in w.status
+
+
+def test_an_evicted_master_restarts_the_elastic_job():
+    w = _preempt_world(4, master=True)
+    w.evict("pytest-master-0")
+    w.settle()
+    assert w.state() == "Restarting"

@@ -92,6 +92,11 @@ class Framework(ABC):
     def total_replicas(self, job: dict) -> int:
         return sum(replicas_of(s) for _, s in self.replica_specs(job))
 
+    def runs_on_without_evicted(self, job: dict, running: Mapping[str, int]) -> bool:
+        """Whether the job keeps running, not Restarting, while the scheduler evicts some of its pods,
+        given the pods of each replica type still ``running`` (and not evicted): never, for a rigid gang."""
+        return False
+
     def gang_size(self, job: dict) -> int:
         """The PodGroup's minMember when schedulingPolicy.minAvailable does not set it: every replica."""
         return self.total_replicas(job)

@@ -1,6 +1,8 @@
 """PyTorchJob: env, worker init container, status rules (docs/REFERENCE.md §5.1, §6.3)."""
 from __future__ import annotations
 
+from typing import Mapping
+
 from phalanx.controller.conditions import FAILED, RESTARTING, RUNNING, SUCCEEDED, StatusWriter
 from phalanx.controller.fields import as_int, as_list, as_str, namespace, spec
 from phalanx.controller.frameworks.base import Addressing, Framework, ReplicaState, env_var, replicas_of
@@ -44,6 +46,17 @@ class PyTorchFramework(Framework):
         if lo is None or lo < 0 or lo >= workers:
             return total
         return total - workers + lo
+
+    def runs_on_without_evicted(self, job: dict, running: Mapping[str, int]) -> bool:
+        """Elastic: while every other replica and at least ``minReplicas`` workers run, the workers
+        evicted above that are lost capacity, not a restart: torchrun's group forms again smaller."""
+        ep = spec(job).get("elasticPolicy")
+        if not isinstance(ep, dict):
+            return False
+        floor = self.gang_size(job)
+        others = [(rt, replicas_of(rs)) for rt, rs in self.replica_specs(job) if rt != WORKER]
+        workers = floor - sum(n for _, n in others)
+        return all(running.get(rt, 0) >= n for rt, n in others) and running.get(WORKER, 0) >= workers
 
     def _nproc_int(self, job: dict) -> int:
         n = as_int(spec(job).get("nprocPerNode"))

@@ -280,6 +280,7 @@ def _run(ctx: _Ctx) -> None:
         book.preempted_unseen(pod_name, uid, message)
     victims: list[tuple[str, str]] = []  # (pod, eviction message) of the pods the scheduler evicted
     evicting = False  # one of them is being deleted, has ended or is gone
+    running_kept: dict[str, int] = {}  # per replica type, pods running and not evicted
     for rtype, rspec, n, pslots, _ in layout:
         policy = fw.restart_policy(rspec)
         for index, slot in enumerate(pslots):
@@ -296,6 +297,8 @@ def _run(ctx: _Ctx) -> None:
                 victims.append((name_of(pod), preempted))
                 evicting = evicting or is_deleting(pod) or pod_phase(pod) in ("Succeeded", "Failed")
             book.observe(pod, rtype)
+            if preempted is None and pod_phase(pod) == "Running" and not is_deleting(pod):
+                running_kept[rtype] = running_kept.get(rtype, 0) + 1
             if preempted is not None:
                 pass
             elif _stopped_by_shutdown(pod):
@@ -418,7 +421,7 @@ def _run(ctx: _Ctx) -> None:
     st.status["replicaStatuses"] = replica_statuses
     st.set_start_time()
     fw.update_status(job, states, st)
-    if not is_finished(st.status):
+    if not is_finished(st.status) and not fw.runs_on_without_evicted(job, running_kept):
         _preemption_restarting(ctx, victims if evicting else [], states)
 
     if is_finished(st.status):
