@@ -9,7 +9,8 @@ whose container exits at a known wall time (it prints time.time() and exits),
 latency = the job's Succeeded write (seen on the watch) minus that exit time;
 median over --exit-runs.
 
-    .venv/bin/python benchmarks/jobs_1000.py [--jobs 1000] [--exit-runs 10] [--profile out.html]
+    .venv/bin/python benchmarks/jobs_1000.py [--jobs 1000] [--exit-runs 10] [--max-pods 1000]
+    .venv/bin/python -m cProfile -o jobs.prof benchmarks/jobs_1000.py --jobs 300   # where the CPU goes
 """
 from __future__ import annotations
 
