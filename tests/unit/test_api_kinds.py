@@ -605,9 +605,9 @@ def test_operator_role_grants_the_new_jobs_and_what_mpi_needs_least_privilege():
             assert _allowed(OPERATOR_RULES, "kubeflow.org", f"{plural}/status", verb)
     for group, resource in (("", "configmaps"), ("", "serviceaccounts"), ("rbac.authorization.k8s.io", "roles"),
                             ("rbac.authorization.k8s.io", "rolebindings")):
-        for verb in ("get", "list", "watch", "create", "update", "delete"):
+        for verb in ("get", "list", "watch", "create", "update", "delete", "patch"):  # patch: adoption
             assert _allowed(OPERATOR_RULES, group, resource, verb), (resource, verb)
-        for verb in ("patch", "deletecollection", "escalate", "bind", "*"):
+        for verb in ("deletecollection", "escalate", "bind", "*"):
             assert not _allowed(OPERATOR_RULES, group, resource, verb), (resource, verb)
     assert _allowed(OPERATOR_RULES, "", "pods/exec", "create")
     assert not _allowed(OPERATOR_RULES, "", "pods/exec", "get")

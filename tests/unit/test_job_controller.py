@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from phalanx.controller.job import Plan, ReconcileOptions
+from phalanx.controller.job import Plan, ReconcileOptions, claim
 from phalanx.controller.job import controller as ctl
 from phalanx.controller.job.controller import CONFLICT_RETRY, ERROR_RETRY, JobController
 from phalanx.objects.clock import FakeClock
@@ -30,8 +30,8 @@ class FakeInformer:
         return [o for (n, _), o in self.objs.items() if ns is None or n == ns]
 
     def by_index(self, index, value):
-        assert index == ctl.OWNER_INDEX
-        return [o for o in self.objs.values() if ctl.owner_index(o) == [value]]
+        fn = {ctl.OWNER_INDEX: ctl.owner_index, claim.ORPHAN_INDEX: claim.orphan_index}[index]
+        return [o for o in self.objs.values() if value in fn(o)]
 
 
 class FakeClient:

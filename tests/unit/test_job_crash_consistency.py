@@ -17,6 +17,7 @@ import pytest
 from phalanx.api.admission import admit
 from phalanx.client.local import LocalClient
 from phalanx.controller.job import ReconcileOptions
+from phalanx.controller.job.claim import ORPHAN_INDEX, orphan_index
 from phalanx.controller.job.controller import OWNER_INDEX, JobController, owner_index
 from phalanx.objects.clock import FakeClock
 from phalanx.objects.errors import NotFound
@@ -68,8 +69,8 @@ class StoreView:
         return self.store.list(self.kind, ns)[0]
 
     def by_index(self, index: str, value: str) -> list[dict]:
-        assert index == OWNER_INDEX
-        return [o for o in self.list() if owner_index(o) == [value]]
+        fn = {OWNER_INDEX: owner_index, ORPHAN_INDEX: orphan_index}[index]
+        return [o for o in self.list() if value in fn(o)]
 
 
 class World:

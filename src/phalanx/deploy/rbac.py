@@ -6,11 +6,11 @@ Nodes):
 
 - operator: the six job kinds get/list/watch/delete (TTL deletes the job;
   update only through ``/status``, so ``update``/``patch`` are on the status
-  subresource), pods and Services get/list/watch/create/delete (pods also
-  ``patch``: the no-restart marks), PodGroups get/list/watch/create/update/
-  delete, Events create/patch; for MPIJobs, the launcher's ConfigMap
-  (hostfile, rsh agent), ServiceAccount, Role and RoleBinding
-  get/list/watch/create/update/delete, and ``pods/exec`` create: the
+  subresource), pods and Services get/list/watch/create/delete/patch (patch:
+  adopting an orphan, and the pods' no-restart marks), PodGroups get/list/
+  watch/create/update/delete/patch, Events create/patch; for MPIJobs, the
+  launcher's ConfigMap (hostfile, rsh agent), ServiceAccount, Role and
+  RoleBinding get/list/watch/create/update/delete/patch, and ``pods/exec`` create: the
   launcher's Role grants it, and Kubernetes lets a role be created only by
   someone who holds every permission it grants (pods get/list/watch are held
   already);
@@ -39,7 +39,7 @@ from typing import Any
 from phalanx.api.registry import JOB_KINDS, by_kind
 
 READ = ["get", "list", "watch"]
-OWNED = [*READ, "create", "update", "delete"]
+OWNED = [*READ, "create", "update", "delete", "patch"]  # patch: adopting an orphan (controller/job/claim.py)
 JOB_RESOURCES = [by_kind(k).plural for k in JOB_KINDS]
 
 OPERATOR_RULES: list[dict[str, Any]] = [
@@ -47,9 +47,9 @@ OPERATOR_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["kubeflow.org"], "resources": [f"{r}/status" for r in JOB_RESOURCES],
      "verbs": ["get", "update", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "create", "delete", "patch"]},
-    {"apiGroups": [""], "resources": ["services"], "verbs": [*READ, "create", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": [*READ, "create", "delete", "patch"]},
     {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"],
-     "verbs": [*READ, "create", "update", "delete"]},
+     "verbs": [*READ, "create", "update", "delete", "patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     # MPIJob: what the launcher needs, and what its Role grants.
     {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"], "verbs": list(OWNED)},

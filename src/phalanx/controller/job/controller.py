@@ -1,7 +1,9 @@
 """The job controller shell: informers -> work queue -> pure ``reconcile`` -> Client writes.
 
 Keys are ``<Kind>/<namespace>/<name>``. Pods, Services and PodGroups map to
-the job named by their controller ownerReference.
+the job named by their controller ownerReference, to the jobs of their name
+and to the jobs waiting for them to go (``claim``: only what a job controls is
+its; orphans it selects are adopted, other owners' objects block their names).
 
 Caches lag behind our own writes, so:
 - names are deterministic, and AlreadyExists on create / NotFound on delete
@@ -34,20 +36,21 @@ from phalanx.client.interface import Client
 from phalanx.controller.conditions import Event, is_finished
 from phalanx.controller.fields import as_dict, as_int, namespace, pod_phase
 from phalanx.controller.frameworks import Framework, get_framework
+from phalanx.controller.job import claim
 from phalanx.controller.job import podgroup as pg
+from phalanx.controller.job.claim import OWNER_INDEX, controlled_by, owner_index
 from phalanx.controller.job.core import reconcile
 from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.controller.metrics import OperatorMetrics
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
-from phalanx.objects.meta import Obj, controller_ref, controller_uid, is_deleting, metadata_of, name_of, uid_of
+from phalanx.objects.meta import Obj, controller_ref, is_deleting, metadata_of, name_of, uid_of
 from phalanx.runtime.controller import Controller, Result
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.informer import Informer
 
 log = logging.getLogger(__name__)
 
-OWNER_INDEX = "controller-uid"
 CONFLICT_RETRY = 0.05  # seconds; the job's MODIFIED event usually arrives first
 ERROR_RETRY = 1.0
 PREEMPTED_GONE_KEPT = 600.0  # seconds a deleted preempted pod's last state is remembered for its job
@@ -89,6 +92,9 @@ class JobController:
         self.owned = {k: Informer(client, k) for k in owned}  # Framework.owned_objects (MPI's ConfigMap)
         for inf in (self.pods, self.services, *self.owned.values()):
             inf.add_index(OWNER_INDEX, owner_index)  # a job's objects without scanning the namespace
+        for inf in (self.pods, self.services):
+            inf.add_index(claim.ORPHAN_INDEX, claim.orphan_index)  # the orphans a job may adopt
+        self.claimants = claim.Claimants()
         self.controller = Controller("job-controller", self.reconcile, workers=workers)
         self._written_rv: dict[str, int] = {}
         self._stale_skipped: set[str] = set()  # keys skipped as stale: our write's event must enqueue them
@@ -175,10 +181,18 @@ class JobController:
             ref = controller_ref(o) if isinstance(o, dict) else None
             if ref and ref.get("kind") in self.frameworks and ref.get("name"):
                 keys.add(job_key(ref["kind"], namespace(o), ref["name"]))
+        keys |= self.claimants.keys(event_type, obj, self._jobs_named)
         if event_type == "DELETED" and obj.get("kind") == "Pod":
             self._remember_preempted(keys, obj)
         for k in sorted(keys):
             self.controller.queue.add(k)
+
+    def _jobs_named(self, ns: str, name_: str) -> list[str]:
+        return [job_key(k, ns, name_) for k, inf in self.jobs.items() if inf.get(ns, name_) is not None]
+
+    def _cached(self, kind: str, ns: str, name_: str) -> Obj | None:
+        inf = {**self.owned, "Pod": self.pods, "Service": self.services, "PodGroup": self.podgroups}.get(kind)
+        return inf.get(ns, name_) if inf is not None else None
 
     def _remember_preempted(self, keys: set[str], pod: Obj) -> None:
         """A deleted pod that carried the scheduler's eviction mark, kept for its job's
@@ -229,6 +243,7 @@ class JobController:
             self._written_rv.pop(key, None)
             self._last_write.pop(key, None)
             self._stale_skipped.discard(key)
+            self.claimants.wait(key, ns, ())
             return None
         if is_deleting(job):
             return None
@@ -240,12 +255,14 @@ class JobController:
         pods = sorted(self.pods.by_index(OWNER_INDEX, juid), key=name_of) if juid else []
         services = sorted(self.services.by_index(OWNER_INDEX, juid), key=name_of) if juid else []
         group = self.podgroups.get(ns, jname) if self.podgroups is not None else None
-        if group is not None and not _controlled_by(group, juid):
+        if group is not None and not controlled_by(group, juid):
             group = None
         others = [o for k in fw.owned_kinds(self.options) for o in self.owned[k].by_index(OWNER_INDEX, juid)] \
             if juid else []
         gone = {n: (uid, msg) for n, (uid, msg, _) in self._preempted_gone.get(key, {}).items()}
         plan = reconcile(job, pods, services, group, self.clock.now(), fw, self.options, others, gone)
+        orphans = [o for inf in (self.pods, self.services) for o in inf.by_index(claim.ORPHAN_INDEX, f"{ns}/{jname}")]
+        self.claimants.wait(key, ns, claim.claim(job, fw, plan, self._cached, orphans, self.clock.now()))
         return await self.apply(key, kind, job, plan)
 
     def _stale(self, key: str, job: Obj) -> bool:
@@ -254,8 +271,8 @@ class JobController:
         return seen is not None and written is not None and seen < written
 
     async def apply(self, key: str, kind: str, job: Obj, plan: Plan) -> Result | None:
-        """Apply ``plan`` in order: status; then PodGroup, deletions, services, pods
-        (started in that order, waited for together); then its events (likewise)."""
+        """Apply ``plan`` in order: status; then adoptions, PodGroup, deletions, services,
+        pods (started in that order, waited for together); then its events (likewise)."""
         c, ns, jname = self.client, namespace(job), name_of(job)
         rec = self._recorder_for(kind)
         events: list[Event] = []
@@ -280,7 +297,7 @@ class JobController:
             job = updated if isinstance(updated, dict) else obj
             self.metrics.status_written(kind, ns, before, plan.status)
 
-        writes: list[Coroutine[Any, Any, _Outcome]] = []
+        writes: list[Coroutine[Any, Any, _Outcome]] = [self._adopt(job, o) for o in plan.adopt]
         if plan.podgroup_delete:
             writes.append(self._delete_podgroup(jname, ns, uid_of(job)))
         if plan.podgroup_create is not None:
@@ -318,7 +335,6 @@ class JobController:
         after = _earliest(plan.requeue_after, retry, 0.0 if created else None)
         return Result(requeue_after=after) if after is not None else None
 
-
     # ---- one write each: what it adds to the round (events, retry, created) ------------
 
     def _failed_pod(self, ns: str, n: str) -> bool:
@@ -340,6 +356,9 @@ class JobController:
             return _DONE
         except ApiError as e:
             return _Outcome((("Warning", f"FailedDelete{noun}", f"Error deleting: {e.message}"),), ERROR_RETRY)
+
+    async def _adopt(self, job: Obj, orphan: Obj) -> _Outcome:
+        return _Outcome(retry=await claim.adopt(self.client, job, orphan, CONFLICT_RETRY, ERROR_RETRY))
 
     async def _delete_podgroup(self, n: str, ns: str, job_uid: str) -> _Outcome:
         mark = (ns, n, job_uid)
@@ -590,17 +609,6 @@ def _differs(a: Obj, b: Obj, ignored: dict[str, frozenset[str]]) -> bool:
             if kk not in skip and x.get(kk) != y.get(kk):
                 return True
     return False
-
-
-def owner_index(obj: Obj) -> list[str]:
-    """The OWNER_INDEX values of an object: its controller's uid, if any."""
-    uid = controller_uid(obj)
-    return [uid] if uid else []
-
-
-def _controlled_by(obj: Obj, job_uid: str) -> bool:
-    ref = controller_ref(obj) if isinstance(obj, dict) else None
-    return bool(job_uid) and ref is not None and ref.get("uid") == job_uid
 
 
 def _earliest(*values: float | None) -> float | None:

@@ -41,7 +41,7 @@ class ReconcileOptions:
 
 @dataclass
 class Plan:
-    """Writes to make, in the order the shell applies them: status, PodGroup,
+    """Writes to make, in the order the shell applies them: status, adoptions, PodGroup,
     deletions, services, pods, events; then ``requeue_after`` seconds."""
 
     create_services: list[dict[str, Any]] = field(default_factory=list)
@@ -62,6 +62,8 @@ class Plan:
     # Other owned objects (Framework.owned_objects) to create, or replace when different;
     # applied after the status and PodGroup, before services and pods.
     apply_objects: list[dict[str, Any]] = field(default_factory=list)
+    # Orphans (their cached state) to adopt: patched with the job's controller reference after the status.
+    adopt: list[dict[str, Any]] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         """No write and no event (a pending ``requeue_after`` alone is not work)."""
@@ -69,7 +71,7 @@ class Plan:
             self.create_services or self.create_pods or self.delete_pods or self.delete_services
             or self.podgroup_create is not None or self.podgroup_update is not None
             or self.podgroup_delete or self.status is not None or self.events or self.delete_job
-            or self.stop_restarting or self.stop_failure_restarts or self.apply_objects
+            or self.stop_restarting or self.stop_failure_restarts or self.apply_objects or self.adopt
         )
 
     def requeue_at_most(self, seconds: float | None) -> None:
