@@ -538,3 +538,49 @@ async def test_a_bare_pod_for_the_scheduler_gets_a_podgroup_of_its_own_and_runs(
         with contextlib.suppress(NotFound):
             await kube.delete("Pod", "bare", "default")
     await wait_until(lambda: _absent(kube, "PodGroup", f"podgroup-{uid}"), 20, "the PodGroup garbage-collected")
+
+
+# ---------------------------------------------------------------- S14: another owner's objects of the job's names
+
+async def test_s14_another_owners_podgroup_blocks_the_job_until_it_is_gone(plane, kube):
+    # The PodGroup of a job of that name deleted a moment ago, not yet removed (here a ConfigMap owns
+    # it): the operator neither uses nor changes it, says so, and goes on once it is gone.
+    keeper = await kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": "keeper", "namespace": "default"}})
+    kuid = keeper["metadata"]["uid"]
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": kuid, "controller": True}
+    await kube.create({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                       "metadata": {"name": "pytest", "namespace": "default", "ownerReferences": [ref]},
+                       "spec": {"minMember": 9}})
+    try:
+        uid = (await kube.create(scaled(load_example("pytorchjob.yaml")[0], 2)))["metadata"]["uid"]
+
+        async def warned():
+            return [e for e in (await kube.list("Event", "default")).items
+                    if e["reason"] == "ErrResourceExists" and e["involvedObject"].get("uid") == uid]
+
+        events = await wait_until(warned, 20, "the job's ErrResourceExists event")
+        assert events[0]["type"] == "Warning" and f"controlled by ConfigMap keeper, uid {kuid}" in events[0]["message"]
+        pg = await kube.get("PodGroup", "pytest", "default")
+        assert pg["spec"]["minMember"] == 9 and pg["metadata"]["ownerReferences"] == [ref]
+        assert [p for p in (await kube.list("Pod", "default")).items if p["metadata"]["name"].startswith("pytest-")] == []
+        job = await kube.get("PyTorchJob", "pytest", "default")
+        assert job_state(job) == "Created" and "Waiting for objects of its names" in job["status"]["conditions"][0][
+            "message"]
+        await kube.delete("PodGroup", "pytest", "default")  # what the garbage collector does once it gets to it
+
+        async def own_podgroup():
+            got = await get(kube, "PodGroup", "pytest")
+            return got if got and [r["uid"] for r in got["metadata"].get("ownerReferences") or []] == [uid] else None
+
+        pg = await wait_until(own_podgroup, 20, "the job's own PodGroup")
+        assert pg["spec"]["minMember"] == 4
+        await wait_until(lambda: _equals_state(kube, "Succeeded"), 40, "the job Succeeded")
+    finally:
+        with contextlib.suppress(NotFound):
+            await kube.delete("ConfigMap", "keeper", "default")
+        await remove_job(kube, "PyTorchJob", "pytest")
+
+
+async def _equals_state(kube, want: str) -> bool:
+    return job_state(await kube.get("PyTorchJob", "pytest", "default")) == want
