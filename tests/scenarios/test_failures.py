@@ -162,7 +162,7 @@ def restarts(job: dict, rtype: str | None = None) -> int:
 async def assert_nothing_restarts_after_finish(c, recorder, job_kind: str, name: str, pods: list[str],
                                                watch: float) -> dict:
     """docs/SEMANTICS.md S5: for ``watch`` seconds after the finish, no pod restarts again and the job's
-    restart counters do not move; pods are either gone or run to their end."""
+    restart counters do not move; kept pods run to their end (or end where they waited to restart)."""
     job = await c.get(job_kind, name, "default")
     before_job = (restarts(job), job["status"].get("replicaStatuses"))
     before_pods = dict(recorder.restarts)
@@ -174,6 +174,11 @@ async def assert_nothing_restarts_after_finish(c, recorder, job_kind: str, name:
         assert recorder.restarts.get(n, 0) == before_pods.get(n, 0), f"{n} restarted after the job finished"
         assert recorder.uids.get(n, []) == before_uids.get(n, []), f"{n} recreated after the job finished"
     return job
+
+
+async def _ended(c, name: str) -> dict | None:
+    pod = await get(c, "Pod", name)
+    return pod if pod is not None and pod["status"].get("phase") in ("Succeeded", "Failed") else None
 
 
 # ------------------------------------------------------------------------------- P5
@@ -188,18 +193,21 @@ async def test_p5_failing_worker_restarts_in_place_job_succeeds_and_nothing_rest
     worker = script('if [ "${RANK}" = "1" ]; then', "sleep 0.7 & wait", "exit 1", "else", "sleep 2 & wait", "fi")
     created = await c.create(pytorch(2, worker=worker))
     j = await wait_job(c, recorder, "PyTorchJob", "pytest", "Succeeded", 20)
+    at_finish = recorder.restarts["pytest-worker-0"]  # the restart count worker-0 had when the job finished
     assert recorder.states("PyTorchJob", "pytest") == ["", "Created", "Running", "Succeeded"]
     assert j["status"]["conditions"][-1]["message"] == "PyTorchJob pytest is successfully completed."
     # worker-0 failed and was restarted in place (same pod) before the success, the others did not.
     w0 = recorder.states("Pod", "pytest-worker-0")
     assert "Error" in w0 and len(recorder.uids["pytest-worker-0"]) == 1, w0
-    assert recorder.restarts["pytest-worker-0"] >= 1
+    assert at_finish >= 1
+    assert j["status"]["podRestarts"]["pytest-worker-0"]["containers"]["pytorch"] <= at_finish
     assert all(recorder.restarts.get(n, 0) == 0 for n in ("pytest-master-0", "pytest-worker-1", "pytest-worker-2"))
     assert 1 <= restarts(j) <= 3 and restarts(j, "Worker") == restarts(j) and restarts(j, "Master") == 0
     # The job succeeded at the master's completion, with worker-0 still failing.
     assert recorder.first_time("PyTorchJob", "pytest", "Succeeded") >= \
         recorder.first_time("Pod", "pytest-master-0", "Completed")
-    j = await assert_nothing_restarts_after_finish(c, recorder, "PyTorchJob", "pytest", PT_PODS, 1.5)
+    # Longer than the longest back-off (2 s): a restart it waited for would have come.
+    j = await assert_nothing_restarts_after_finish(c, recorder, "PyTorchJob", "pytest", PT_PODS, 2.5)
     await assert_transitions_have_events(c, "PyTorchJob", "pytest", recorder.states("PyTorchJob", "pytest"))
 
     async def settled():
@@ -208,13 +216,53 @@ async def test_p5_failing_worker_restarts_in_place_job_succeeds_and_nothing_rest
         return (left, phases) if all(p in ("Succeeded", "Failed") for p in phases.values()) else None
 
     left, phases = await wait_until(settled, 10, "every kept pod ran to its end")
-    # cleanPodPolicy None keeps the pods; worker-0 is either gone (it was about to restart) or
-    # ended Failed without restarting; the PodGroup is deleted.
-    assert {"pytest-master-0", "pytest-worker-1", "pytest-worker-2"} <= set(left["pods"])
+    # cleanPodPolicy None deletes nothing (docs/SEMANTICS.md S5): worker-0, marked never to restart,
+    # ended where it was (waiting for its restart, or running to its end): Failed, terminated Error
+    # with its exit code, and the restart count it had; the PodGroup is deleted.
+    assert left["pods"] == PT_PODS and set(left["services"]) == set(PT_PODS)
     assert phases["pytest-master-0"] == phases["pytest-worker-1"] == phases["pytest-worker-2"] == "Succeeded"
-    assert phases.get("pytest-worker-0", "Failed") == "Failed"
+    assert phases["pytest-worker-0"] == "Failed"
+    pod = await c.get("Pod", "pytest-worker-0", "default")
+    assert pod["metadata"]["annotations"]["phalanx.dev/no-restart"] == "true"
+    cs = pod["status"]["containerStatuses"][0]
+    assert cs["state"]["terminated"]["reason"] == "Error" and cs["state"]["terminated"]["exitCode"] == 1, cs
+    assert cs["restartCount"] == at_finish == recorder.restarts["pytest-worker-0"], cs
+    assert cs["lastState"].get("terminated", {}).get("exitCode", 1) == 1, cs  # the run before: a failure too
+    assert recorder.states("Pod", "pytest-worker-0")[-1] == "Error"
     assert left["podgroup"] is False
-    assert set(left["services"]) == set(left["pods"])
+
+
+@pytest.mark.parametrize("clean_pod_policy", ["None", "Running"])
+async def test_p5_a_worker_waiting_to_restart_at_the_finish_is_kept_and_ended(cluster, recorder, clean_pod_policy):
+    # docs/REFERENCE.md P5 with worker-0 crash-looping (it exits 1 at once), so between two runs when
+    # the master completes: under None and Running alike (docs/SEMANTICS.md S5: it is not running) it
+    # is kept, marked, and ends there: Failed, terminated Error, exit code 1, the restart count it had.
+    # Running deletes the workers that run (they sleep 8 s); None keeps them.
+    c = cluster.client
+    worker = script('if [ "${RANK}" = "1" ]; then', "exit 1", "else", "sleep 8 & wait", "fi")
+    created = await c.create(pytorch(2, worker=worker, cleanPodPolicy=clean_pod_policy, backoffLimit=20))
+    j = await wait_job(c, recorder, "PyTorchJob", "pytest", "Succeeded", 20)
+    at_finish = recorder.restarts["pytest-worker-0"]
+    waiting = bool(j["status"]["podRestarts"]["pytest-worker-0"].get("failing"))  # what the finish saw
+    kept = PT_PODS if clean_pod_policy == "None" else PT_PODS[:2]
+    if not waiting:  # seen running at the finish (rare: it runs for milliseconds): Running deletes it
+        kept = PT_PODS if clean_pod_policy == "None" else PT_PODS[:1]
+
+    async def ended():
+        pod = await get(c, "Pod", "pytest-worker-0")
+        left = await leftovers(c, created)
+        done = pod is None or pod["status"]["phase"] == "Failed"
+        return (left, pod) if left["pods"] == kept and done else None
+
+    left, pod = await wait_until(ended, 10, f"the pods cleanPodPolicy {clean_pod_policy} keeps, worker-0 ended")
+    assert (await c.get("Pod", "pytest-master-0", "default"))["status"]["phase"] == "Succeeded"
+    if "pytest-worker-0" in kept:
+        cs = pod["status"]["containerStatuses"][0]
+        assert cs["state"]["terminated"]["reason"] == "Error" and cs["state"]["terminated"]["exitCode"] == 1, cs
+        assert cs["lastState"]["terminated"]["exitCode"] == 1, cs
+        assert cs["restartCount"] == at_finish >= 1, cs
+    await assert_nothing_restarts_after_finish(c, recorder, "PyTorchJob", "pytest", PT_PODS, 2.5)
+    assert left["podgroup"] is False and set(left["services"]) == set(kept)
 
 
 # ------------------------------------------------------------------------------- P6, C2
@@ -423,8 +471,11 @@ async def test_t4_ps_crash_loops_job_succeeds_and_the_ps_never_restarts_after(cl
     left = await leftovers(c, created)
     assert {"tftest-worker-0", "tftest-worker-1", "tftest-worker-2"} <= set(left["pods"])
     assert left["podgroup"] is False
-    ps = await get(c, "Pod", "tftest-ps-0")
-    assert ps is None or ps["status"]["phase"] == "Failed", "the PS is gone or ended without restarting"
+    # cleanPodPolicy None keeps the PS: it ended (where it waited to restart, or at its run's end) Failed.
+    ps = await wait_until(lambda: _ended(c, "tftest-ps-0"), 5, "the PS ended")
+    cs = ps["status"]["containerStatuses"][0]
+    assert ps["status"]["phase"] == "Failed" and cs["state"]["terminated"]["exitCode"] == 1, cs
+    assert cs["restartCount"] == recorder.restarts["tftest-ps-0"] >= 1
     await assert_transitions_have_events(c, "TFJob", "tftest", recorder.states("TFJob", "tftest"))
 
 

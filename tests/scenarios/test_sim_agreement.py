@@ -219,6 +219,18 @@ def assert_nothing_restarted_after_finish(run: Run, kind: str, name: str, pods: 
     return job
 
 
+def assert_ended_failed(pod: dict | None, job: dict, restart_count: int) -> None:
+    """docs/SEMANTICS.md S5: a kept pod of the finished job, marked never to restart and ended:
+    Failed, terminated Error with exit code 1, the restart count the job saw at the finish."""
+    assert pod is not None and pod["status"]["phase"] == "Failed"
+    assert pod["metadata"]["annotations"]["phalanx.dev/no-restart"] == "true"
+    cs = pod["status"]["containerStatuses"][0]
+    assert cs["state"]["terminated"]["reason"] == "Error" and cs["state"]["terminated"]["exitCode"] == 1, cs
+    assert cs["lastState"]["terminated"]["exitCode"] == 1, cs
+    seen = job["status"]["podRestarts"][pod["metadata"]["name"]]["containers"][cs["name"]]
+    assert cs["restartCount"] == seen == restart_count, cs
+
+
 # ----------------------------------------------------------------------------- seed 000: P1, P2
 
 
@@ -310,7 +322,10 @@ def test_p5_failing_worker_restarts_in_place_job_succeeds_and_nothing_restarts_a
     assert all(p in ("Succeeded", "Failed") for p in phases.values()), phases
     assert {"pytest-master-0", "pytest-worker-1", "pytest-worker-2"} <= set(left["pods"])
     assert phases["pytest-master-0"] == phases["pytest-worker-1"] == phases["pytest-worker-2"] == "Succeeded"
-    assert phases.get("pytest-worker-0", "Failed") == "Failed"
+    # cleanPodPolicy None deletes nothing: worker-0 (running at the finish, restarted at 30 s) ran to
+    # its end, not restarted: Failed, terminated Error 1, the restart count it had.
+    assert left["pods"] == PT_PODS and phases["pytest-worker-0"] == "Failed"
+    assert_ended_failed(run.get("Pod", "pytest-worker-0"), j, run.marks["restarts"]["pytest-worker-0"])
     assert left["podgroup"] is False
     assert set(left["services"]) == set(left["pods"])
 
@@ -476,8 +491,11 @@ def test_t3_tf_worker_failing_under_on_failure_fails_the_job_past_backoff_limit(
     assert_transitions_have_events(run, "TFJob", "tftest")
 
 
-def test_t4_ps_crash_loops_job_succeeds_and_the_ps_never_restarts_after():
-    run = simulate(docs(SEEDS / "t4-tf-ps-fails.yaml"), driver=snapshot_at_finish("TFJob", "tftest"), settle=600)
+@pytest.mark.parametrize("clean_pod_policy", ["None", "Running"])
+def test_t4_ps_crash_loops_job_succeeds_and_the_ps_never_restarts_after(clean_pod_policy):
+    job = docs(SEEDS / "t4-tf-ps-fails.yaml")[0]
+    job["spec"]["runPolicy"]["cleanPodPolicy"] = clean_pod_policy
+    run = simulate([job], driver=snapshot_at_finish("TFJob", "tftest"), settle=600)
     rec = run.rec
     assert rec.states("TFJob", "tftest") == ["", "Created", "Running", "Succeeded"]
     j = run.get("TFJob", "tftest")
@@ -488,8 +506,11 @@ def test_t4_ps_crash_loops_job_succeeds_and_the_ps_never_restarts_after():
     left = run.leftovers(j["metadata"]["uid"])
     assert {"tftest-worker-0", "tftest-worker-1", "tftest-worker-2"} <= set(left["pods"])
     assert left["podgroup"] is False
-    ps = run.get("Pod", "tftest-ps-0")
-    assert ps is None or ps["status"]["phase"] == "Failed"
+    # The PS waits in CrashLoopBackOff at the finish (exited at 30 s): not running, so kept under None
+    # and Running alike, and ended there without its restart: Failed, Error 1, restart count 1.
+    assert j["status"]["podRestarts"]["tftest-ps-0"]["failing"] == ["tensorflow"]
+    assert rec.states("Pod", "tftest-ps-0")[-2:] == ["CrashLoopBackOff", "Error"]
+    assert_ended_failed(run.get("Pod", "tftest-ps-0"), j, 1)
     assert_transitions_have_events(run, "TFJob", "tftest")
 
 

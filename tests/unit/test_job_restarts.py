@@ -253,22 +253,25 @@ def test_s4_no_deadline_before_start_time():
 # ------------------------------------------------------------------------------- docs/SEMANTICS.md S5
 
 
-def test_s5_pods_of_a_finished_job_are_never_restarted():
-    # docs/REFERENCE.md P5 FIX: a worker that keeps failing after the job Succeeded is stopped,
-    # even with cleanPodPolicy None.
+def test_s5_pods_of_a_finished_job_are_kept_marked_and_never_restarted():
+    # docs/REFERENCE.md P5 FIX: with cleanPodPolicy None nothing is deleted, the crash-looping
+    # worker included; every unfinished pod is marked never to restart (the node agent then ends
+    # the waiting one, Failed), and the job's counters no longer move.
     w = running_world(pytorch_job(backoff=5))
-    w.succeeded("pytest-master-0")
+    w.crashloop("pytest-worker-2", restarts=2)
     w.step()
-    assert w.state() == "Succeeded" and sorted(w.pods) == PODS
-    w.running("pytest-worker-1", restarts=1, last_exit=1)  # restarted in place after the finish
-    w.crashloop("pytest-worker-2", restarts=0)
+    counted = w.status["restartCount"]
+    w.succeeded("pytest-master-0")
     plan = w.step()
-    assert plan.delete_pods == ["pytest-worker-1", "pytest-worker-2"]
-    assert plan.delete_services == ["pytest-worker-1", "pytest-worker-2"]
-    assert plan.status is None  # counters are frozen after the finish
+    assert w.state() == "Succeeded" and sorted(w.pods) == PODS
+    assert plan.delete_pods == [] and sorted(plan.stop_restarting) == PODS[1:]
+    w.running("pytest-worker-1", restarts=1, last_exit=1)  # restarted before the mark reached its node
+    w.failed("pytest-worker-2", exit_code=1, restarts=2)  # the node agent obeyed the mark
+    plan = w.step()
+    assert plan.is_empty()  # nothing deleted, no second mark, counters frozen
+    assert w.status["restartCount"] == counted and sorted(w.pods) == PODS
     w.succeeded("pytest-worker-0")
     assert_fixpoint(w)
-    assert "pytest-worker-0" in w.pods
 
 
 def test_s5_a_kept_pod_restarted_after_a_clean_exit_is_not_deleted():
@@ -291,8 +294,9 @@ def test_s5_several_clean_restarts_after_the_finish_are_still_clean():
     w.step()
     w.running("tftest-ps-0", restarts=3, last_exit=0)  # seen only after three clean restarts
     assert w.step().is_empty()
-    w.running("tftest-ps-0", restarts=4, last_exit=2)
-    assert w.step().delete_pods == ["tftest-ps-0"]
+    w.running("tftest-ps-0", restarts=4, last_exit=2)  # a failure too: cleanPodPolicy None still keeps it
+    assert w.step().is_empty()
+    assert "tftest-ps-0" in w.pods
 
 
 def test_s5_kept_running_pods_are_marked_never_to_restart_once():

@@ -57,10 +57,10 @@ from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.controller.job.pods import build_pod, build_service, replica_selector, slots
 from phalanx.controller.job.restarts import (
     RestartBook,
+    awaits_restart,
     exit_code,
     is_retryable_exit_code,
     restarts_in_place,
-    would_restart,
 )
 from phalanx.objects.clock import format_time, parse_time
 from phalanx.objects.meta import Obj, annotations_of, is_deleting, name_of
@@ -81,6 +81,8 @@ class _Ctx:
     others: list[Obj] = field(default_factory=list)
     plan: Plan = field(default_factory=Plan)
     preempted_gone: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Pods deleted in this pass so that they are made again (a restart, an eviction, a shutdown).
+    recreate: set[str] = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -147,7 +149,7 @@ def reconcile(
         st.set(CREATED, st.reason("Created"), f"{ctx.kind} {ctx.name} is created.", event="Normal")
 
     if is_finished(st.status):
-        _cleanup_finished(ctx, RestartBook(st.status))
+        _cleanup_finished(ctx)
     elif run_policy(job).get("suspend") is True:
         _suspend(ctx)
     else:
@@ -180,9 +182,11 @@ def _delete_podgroup(ctx: _Ctx) -> None:
         ctx.st.event("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup")
 
 
-def _cleanup_finished(ctx: _Ctx, book: RestartBook) -> None:
+def _cleanup_finished(ctx: _Ctx) -> None:
     """On success cleanPodPolicy decides, on failure every pod and service
-    goes; kept pods are never restarted (docs/SEMANTICS.md S5); the PodGroup is deleted; TTL."""
+    goes; kept pods are never restarted (docs/SEMANTICS.md S5); the PodGroup is deleted; TTL.
+    ``Running`` judges a pod by the phase it ends with: one that only waits for an
+    in-place restart is not restarted, so it ends Failed (or Succeeded) and is kept."""
     plan, st = ctx.plan, ctx.st
     plan.create_pods.clear()
     plan.create_services.clear()
@@ -191,16 +195,19 @@ def _cleanup_finished(ctx: _Ctx, book: RestartBook) -> None:
     failed = is_failed(st.status)
     policy = as_str(run_policy(ctx.job).get("cleanPodPolicy")) or "None"
     delete_all = failed or policy == "All"
+    # A finished job makes no pod again: a pod deleted for that is cleanPodPolicy's to judge.
+    plan.delete_pods[:] = [n for n in plan.delete_pods if n not in ctx.recreate]
     doomed = set(plan.delete_pods)
     for pod in ctx.pods:
         n = name_of(pod)
         if is_deleting(pod) or n in doomed:
             continue
-        if delete_all or (policy == "Running" and pod_phase(pod) in ("Running", "Pending")) or would_restart(pod, book):
+        running = pod_phase(pod) in ("Running", "Pending") and not awaits_restart(pod)
+        if delete_all or (policy == "Running" and running):
             plan.delete_pods.append(n)
             doomed.add(n)
         elif pod_phase(pod) not in ("Succeeded", "Failed") and ANNOTATION_NO_RESTART not in annotations_of(pod):
-            plan.stop_restarting.append(n)  # kept: runs to its end, never restarted
+            plan.stop_restarting.append(n)  # kept: runs to its end (or ends now), never restarted
     for svc in ctx.services:
         n = name_of(svc)
         if (delete_all or n in doomed) and n not in plan.delete_services:
@@ -254,12 +261,12 @@ def _parse(value: object) -> datetime | None:
     return t
 
 
-def _fail(ctx: _Ctx, reason: str, message: str, book: RestartBook) -> None:
+def _fail(ctx: _Ctx, reason: str, message: str) -> None:
     """Backoff limit or deadline: Failed (before cleanup, as v1.9.4), then cleanup."""
     st = ctx.st
     st.set_completion_time()
     st.set(FAILED, reason, message, event="Normal", event_reason=st.reason("Failed"))
-    _cleanup_finished(ctx, book)
+    _cleanup_finished(ctx)
 
 
 def _run(ctx: _Ctx) -> None:
@@ -319,12 +326,12 @@ def _run(ctx: _Ctx) -> None:
         cause = _failure_cause(layout, book)
         _fail(ctx, "BackoffLimitExceeded",
               f"Job {ctx.name} has failed because it has reached the specified backoff limit "
-              f"({given}, restartCount {book.total}){cause}", book)
+              f"({given}, restartCount {book.total}){cause}")
         return
     deadline = _deadline_left(ctx)
     if deadline is not None and deadline <= 0:
         _fail(ctx, "DeadlineExceeded",
-              f"Job {ctx.name} has failed because it was active longer than specified deadline", book)
+              f"Job {ctx.name} has failed because it was active longer than specified deadline")
         return
 
     # No restart left (backoffLimit N grants N restarts): the node agent must not restart
@@ -385,12 +392,12 @@ def _run(ctx: _Ctx) -> None:
             elif preemption_message(pod) is not None:
                 # Evicted by the scheduler: whatever its end, neither succeeded nor failed; recreated once gone.
                 if phase in ("Succeeded", "Failed") and not is_deleting(pod):
-                    plan.delete_pods.append(name_of(pod))
+                    _delete_to_recreate(ctx, pod)
             elif phase == "Succeeded":
                 succeeded += 1
             elif phase == "Failed" and _stopped_by_shutdown(pod):
                 if not is_deleting(pod):
-                    plan.delete_pods.append(name_of(pod))
+                    _delete_to_recreate(ctx, pod)
                     st.event("Normal", "PodStoppedByShutdown",
                              f"Pod {name_of(pod)} was stopped when the control plane shut down; it is recreated "
                              "(not counted as a restart)")
@@ -425,7 +432,7 @@ def _run(ctx: _Ctx) -> None:
         _preemption_restarting(ctx, victims if evicting else [], states)
 
     if is_finished(st.status):
-        _cleanup_finished(ctx, book)
+        _cleanup_finished(ctx)
         return
     plan.requeue_at_most(_deadline_left(ctx))
 
@@ -555,11 +562,16 @@ def _needs_recreate(fw: Framework, policy: str, pod: Obj) -> bool:
     return policy == "ExitCode" and is_retryable_exit_code(exit_code(pod, fw.default_container_name))
 
 
+def _delete_to_recreate(ctx: _Ctx, pod: Obj) -> None:
+    ctx.plan.delete_pods.append(name_of(pod))
+    ctx.recreate.add(name_of(pod))
+
+
 def _handle_failed_pod(ctx: _Ctx, rtype: str, policy: str, pod: Obj) -> None:
     st = ctx.st
     if _needs_recreate(ctx.fw, policy, pod):
         if not is_deleting(pod):
-            ctx.plan.delete_pods.append(name_of(pod))
+            _delete_to_recreate(ctx, pod)
         msg = f"job {ctx.name} is restarting because {rtype} replica(s) failed."
         st.set(RESTARTING, st.reason("Restarting"), msg, event="Warning")
     elif policy == "ExitCode":

@@ -237,17 +237,6 @@ class RestartBook:
                 gone.append(k)
         return gone
 
-    def failed_since(self, pod: Obj) -> bool:
-        """Whether ``pod`` restarted since the book was last written, the latest
-        time after a failure (the book of a finished job no longer moves, so
-        only the latest exit can be judged)."""
-        seen = as_dict(self._entry(pod).get("containers"))
-        for cs in container_statuses(pod, init=True) + container_statuses(pod):
-            n = as_int(cs.get("restartCount"), 0) or 0
-            if n > (as_int(seen.get(as_str(cs.get("name"))), 0) or 0) and not _last_exit_clean(cs):
-                return True
-        return False
-
     def forget_all(self) -> None:
         """The job deleted all its pods on purpose (suspend): none of them is a restart."""
         self.entries.clear()
@@ -271,18 +260,35 @@ class RestartBook:
             entry["restarts"] = n
 
 
-def would_restart(pod: Obj, book: RestartBook) -> bool:
-    """A kept pod of a finished job that failed and is being (or was) restarted
-    in place. A restart after a clean exit (Always) cannot be told apart here
-    from a pod that keeps running; stopping those needs the node agent."""
+def _exited(cs: Obj) -> bool:
+    """The container's current instance exited: terminated, or waiting in CrashLoopBackOff after that exit."""
+    state = as_dict(cs.get("state"))
+    return bool(as_dict(state.get("terminated"))) or as_dict(state.get("waiting")).get("reason") == "CrashLoopBackOff"
+
+
+def _exited_to_restart(cs: Obj, clean_too: bool) -> bool:
+    """The container exited and the node agent is to start it again: in
+    CrashLoopBackOff, or terminated non-zero (with 0 too when ``clean_too``: Always)."""
+    state = as_dict(cs.get("state"))
+    term = as_dict(state.get("terminated"))
+    if term:
+        return as_int(term.get("exitCode")) != 0 or clean_too
+    return as_dict(state.get("waiting")).get("reason") == "CrashLoopBackOff"
+
+
+def awaits_restart(pod: Obj) -> bool:
+    """Nothing of ``pod`` runs: it only waits for the node agent to restart a
+    container that exited — a failed init container, or every regular container
+    exited and one of them is to start again. Its phase still reads Running
+    (Pending for an init container); a pod that is not restarted ends at once,
+    Failed (Succeeded when every exit was clean)."""
     policy = as_str(spec(pod).get("restartPolicy")) or "Always"
-    if policy == "Never" or pod_phase(pod) in ("Succeeded", "Failed"):
+    if policy == "Never" or pod_phase(pod) in ("Succeeded", "Failed") or is_deleting(pod):
         return False
-    for cs in container_statuses(pod):
-        state = as_dict(cs.get("state"))
-        term = as_dict(state.get("terminated"))
-        if term and as_int(term.get("exitCode")) != 0:
-            return True
-        if as_dict(state.get("waiting")).get("reason") == "CrashLoopBackOff" and not _last_exit_clean(cs):
-            return True
-    return book.failed_since(pod)
+    inits, regular = container_statuses(pod, init=True), container_statuses(pod)
+    if any("running" in as_dict(cs.get("state")) for cs in inits + regular):
+        return False
+    if any(_exited_to_restart(cs, clean_too=False) for cs in inits):
+        return True
+    return bool(regular) and all(_exited(cs) for cs in regular) \
+        and any(_exited_to_restart(cs, clean_too=policy == "Always") for cs in regular)
