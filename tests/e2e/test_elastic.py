@@ -93,6 +93,8 @@ def test_elastic_job_survives_a_lost_worker_and_takes_in_a_new_one(env, tmp_path
 
     pods = wait_for(ended, 60, "every worker Succeeded")
     assert sorted(p["metadata"]["name"] for p in pods) == [f"elastic-worker-{i}" for i in range(3)]
-    assert all(cs["restartCount"] == 0 for p in pods for cs in p["status"]["containerStatuses"]), pods
+    restarted = {p["metadata"]["name"]: cs for p in pods for cs in p["status"]["containerStatuses"]
+                 if cs["restartCount"]}
+    assert not restarted, {n: cli(env, "logs", n, "--previous", check=False).stdout[-2000:] for n in restarted}
     status = json.loads(cli(env, "get", "pytorchjob", "elastic", "-o", "json").stdout)["status"]
     assert status.get("restartCount", 0) == 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from phalanx.api.registry import JOB_KINDS, ResourceType, by_kind
+from phalanx.api.registry import JOB_KINDS, SCALE_REPLICA_SPECS, ResourceType, by_kind
 from phalanx.deploy.crd_rules import add_job_rules
 from phalanx.server.openapi import inlined_kind_schema
 from phalanx.server.tables import CRD_COLUMNS
@@ -35,12 +35,8 @@ def _worker_scale(replica_specs_field: str) -> dict[str, Any]:
 
 # Subresources as in the original CRDs.
 _SUBRESOURCES: dict[str, dict[str, Any]] = {
-    "PyTorchJob": {"scale": _worker_scale("pytorchReplicaSpecs"), "status": {}},
-    "TFJob": {"status": {}},
-    "XGBoostJob": {"status": {}},
-    "PaddleJob": {"scale": _worker_scale("paddleReplicaSpecs"), "status": {}},
-    "JAXJob": {"scale": _worker_scale("jaxReplicaSpecs"), "status": {}},
-    "MPIJob": {"status": {}},
+    **{kind: ({"scale": _worker_scale(SCALE_REPLICA_SPECS[kind]), "status": {}} if kind in SCALE_REPLICA_SPECS
+              else {"status": {}}) for kind in KUBEFLOW_CRD_KINDS},
     "PodGroup": {},  # Volcano's PodGroup has no status subresource: the scheduler writes the whole object
     "Queue": {"status": {}},
 }

@@ -78,6 +78,7 @@ from phalanx.server import (
     remotecommand,
     reviews,
     routes,
+    scale,
     streams,
     tables,
     webui,
@@ -342,6 +343,10 @@ async def _logs(request: web.Request, route: Route) -> web.StreamResponse:
                               route.name or "", request.app[STOP], request.app[CLOCK].now)
 
 
+async def _scale(request: web.Request, route: Route) -> web.StreamResponse:
+    return await scale.handle(request, request.app[CLIENT], route)
+
+
 async def _job_logs(request: web.Request, route: Route) -> web.StreamResponse:
     await request.app[CLIENT].get(route.rt.kind, route.name or "", route.namespace)  # 404 names the job
     return await streams.job_logs(request, request.app[LOG_PROVIDER], route.rt, route.namespace or "",
@@ -377,6 +382,8 @@ def _handler_for(route: Route, method: str) -> HandlerFn | None:
         return {"GET": _get, "PUT": _update, "PATCH": _patch, "DELETE": _delete}.get(method)
     if sub == "status" and rt.has_status:
         return {"GET": _get, "PUT": _update, "PATCH": _patch}.get(method)
+    if sub == "scale" and scale.serves(rt.kind):
+        return {"GET": _scale, "PUT": _scale, "PATCH": _scale}.get(method)
     if rt.kind == "Pod" and sub == "binding":
         return {"POST": _bind}.get(method)
     if rt.kind == "Pod" and sub == "log":
