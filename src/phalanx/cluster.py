@@ -19,6 +19,9 @@ from phalanx.api.admission import admit, plain_admit
 from phalanx.api.scheduling import system_priority_classes
 from phalanx.client.local import LocalClient
 from phalanx.config import ClusterConfig, load_config, make_private_dir
+from phalanx.controller.autoscaler.calculator import Readiness
+from phalanx.controller.autoscaler.controller import HPAController
+from phalanx.controller.autoscaler.decide import Settings as AutoscalerSettings
 from phalanx.controller.gc import GarbageCollector
 from phalanx.controller.history import HistoryRecorder
 from phalanx.controller.job.controller import JobController
@@ -29,6 +32,7 @@ from phalanx.controller.podgroup.controller import PodGroupController
 from phalanx.gctune import tune_gc
 from phalanx.node import commandcheck
 from phalanx.node.agent import AgentConfig, NodeAgent, ensure_node
+from phalanx.node.cpuusage import PodCpuUsage
 from phalanx.node.execctx import LocalExecProvider
 from phalanx.node.logjanitor import LogJanitor
 from phalanx.node.logs import LogProvider
@@ -57,8 +61,9 @@ class EmbeddedCluster:
     ``controllers=False`` / ``scheduler=False`` leave out the job controller /
     the gang scheduler with its podgroup controller, so that ``phalanx
     operator`` / ``phalanx scheduler`` can run them as separate processes over
-    HTTPS, as on a cluster; the garbage collector (an API-server-side duty)
-    and the node agents (playing kubelet) always run. ``plain_kubernetes=True``
+    HTTPS, as on a cluster; the garbage collector (an API-server-side duty),
+    the HPA controller (kube-controller-manager's, measuring the pods'
+    processes) and the node agents (playing kubelet) always run. ``plain_kubernetes=True``
     admits as a plain kube-apiserver with the CRDs installed does: the job
     kinds get neither the training operator's defaults nor its webhook rules
     (their schema is still checked; ``admission`` is what the API server uses),
@@ -138,6 +143,12 @@ class EmbeddedCluster:
             NodeAgent(self.client, self.clock, n.name, self.home, self.network, agent_cfg, metrics=node_metrics)
             for n in self.config.nodes
         ]
+        # kube-controller-manager's HPA controller, on the pods' cpu as their processes use it.
+        hpa = self.config.autoscaler
+        self.pod_cpu = PodCpuUsage(lambda: [a.runtime for a in self.agents], self.clock, hpa.sync_period)
+        self.autoscaler = HPAController(self.client, self.clock, self.pod_cpu.usage, AutoscalerSettings(
+            sync_period=hpa.sync_period, downscale_stabilization=hpa.downscale_stabilization,
+            tolerance=hpa.tolerance, readiness=Readiness(hpa.cpu_initialization_period, hpa.initial_readiness_delay)))
         self._tasks: list[asyncio.Task[Any]] = []
 
     async def start(self) -> None:
@@ -154,7 +165,7 @@ class EmbeddedCluster:
         for a in self.agents:
             await a.prepare()
         components = [c for c in (self.gc, self.namespaces, self.history, self.podgroups, self.scheduler, self.jobs,
-                                  self.log_janitor, *self.agents) if c is not None]
+                                  self.autoscaler, self.log_janitor, *self.agents) if c is not None]
         for c in components:
             self._tasks.append(asyncio.create_task(c.run(), name=type(c).__name__))
         # Fail fast if a component died while starting.
@@ -183,7 +194,7 @@ class EmbeddedCluster:
         # act on that before the next start.
         if self.jobs is not None:
             await self.jobs.drain(DRAIN_TIMEOUT)
-        for c in (self.jobs, self.scheduler, self.podgroups):
+        for c in (self.jobs, self.autoscaler, self.scheduler, self.podgroups):
             if c is not None:
                 await c.stop()
         for a in self.agents:

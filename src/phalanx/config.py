@@ -15,6 +15,12 @@ runs, the API address and token. `$PHALANX_HOME/cluster.yaml` declares nodes:
       backoffCap: 300
     operator:
       defaultBackoffLimit: 0
+    autoscaler:             # the HorizontalPodAutoscaler controller (kube-controller-manager's flags)
+      syncPeriod: 15        # seconds between two syncs of an HPA
+      downscaleStabilization: 300   # seconds of recommendations a scale down waits for
+      tolerance: 0.1        # no scaling while the metric is within 10% of its target
+      cpuInitializationPeriod: 300  # seconds after a pod's start its cpu counts only once ready
+      initialReadinessDelay: 30
     environments:           # the Python environment of containers by image (first match)
       - image: "pytorch/*"  # shell glob on the container's image
         prefix: ~/venvs/torch   # a venv or conda prefix: its bin/ goes first on PATH
@@ -102,10 +108,27 @@ class OperatorSettings:
 
 
 @dataclass
+class AutoscalerSettings:
+    """kube-controller-manager's --horizontal-pod-autoscaler-* flags, in seconds (tolerance: a ratio)."""
+
+    sync_period: float = 15.0
+    downscale_stabilization: float = 300.0
+    tolerance: float = 0.1
+    cpu_initialization_period: float = 300.0
+    initial_readiness_delay: float = 30.0
+
+
+_AUTOSCALER_KEYS = {"syncPeriod": "sync_period", "downscaleStabilization": "downscale_stabilization",
+                    "tolerance": "tolerance", "cpuInitializationPeriod": "cpu_initialization_period",
+                    "initialReadinessDelay": "initial_readiness_delay"}
+
+
+@dataclass
 class ClusterConfig:
     nodes: list[NodeConfig] = field(default_factory=list)
     agent: AgentSettings = field(default_factory=AgentSettings)
     operator: OperatorSettings = field(default_factory=OperatorSettings)
+    autoscaler: AutoscalerSettings = field(default_factory=AutoscalerSettings)
     environments: list[PythonEnvironment] = field(default_factory=list)
     # The schedulerNames the embedded gang scheduler serves (the first is its
     # own name, which job pods carry). It is the cluster's only scheduler, so
@@ -152,7 +175,7 @@ def load_config(path: Path | None = None, home: Path | None = None) -> ClusterCo
 def parse_config(data: object, source: str = "cluster config") -> ClusterConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: must be a mapping")
-    unknown = set(data) - {"nodes", "agent", "operator", "cpuOvercommit", "environments"}
+    unknown = set(data) - {"nodes", "agent", "operator", "autoscaler", "cpuOvercommit", "environments"}
     if unknown:
         raise ConfigError(f"{source}: unknown field(s) {sorted(unknown)}")
     overcommit = data.get("cpuOvercommit", 8.0)
@@ -217,8 +240,28 @@ def parse_config(data: object, source: str = "cluster config") -> ClusterConfig:
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 1024:
             raise ConfigError(f"{source}: operator.workers: must be an integer from 1 to 1024")
         cfg.operator.workers = v
+    cfg.autoscaler = _parse_autoscaler(data.get("autoscaler"), source)
     cfg.environments = _parse_environments(data.get("environments"), source)
     return cfg
+
+
+def _parse_autoscaler(data: object, source: str) -> AutoscalerSettings:
+    out = AutoscalerSettings()
+    if data is None:
+        return out
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: autoscaler: must be a mapping")
+    unknown = set(data) - set(_AUTOSCALER_KEYS)
+    if unknown:
+        raise ConfigError(f"{source}: autoscaler: unknown field(s) {sorted(unknown)}")
+    for key, attr in _AUTOSCALER_KEYS.items():
+        if key in data:
+            v = data[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (key == "syncPeriod" and v == 0):
+                what = "a positive" if key == "syncPeriod" else "a non-negative"
+                raise ConfigError(f"{source}: autoscaler.{key}: must be {what} number")
+            setattr(out, attr, float(v))
+    return out
 
 
 def _parse_environments(data: object, source: str) -> list[PythonEnvironment]:

@@ -30,7 +30,9 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 ADMIN = "envtest-admin"
 # kube-controller-manager's controllers the tests rely on (names as `--help` lists them in v1.36).
 CONTROLLERS = ("garbage-collector-controller", "serviceaccount-controller", "serviceaccount-token-controller",
-               "namespace-controller", "root-ca-certificate-publisher-controller")
+               "namespace-controller", "root-ca-certificate-publisher-controller",
+               "horizontal-pod-autoscaler-controller")
+HPA_SYNC_PERIOD = "1s"  # --horizontal-pod-autoscaler-sync-period: the HPA tests wait for its conditions
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 
@@ -179,7 +181,7 @@ class ControlPlane:
             f"--kubeconfig={self.kubeconfig}", f"--controllers={','.join(CONTROLLERS)}",
             f"--service-account-private-key-file={self.pki['sa.key']}", f"--root-ca-file={self.ca}",
             "--leader-elect=false", "--use-service-account-credentials=false", "--secure-port=0",
-            "--concurrent-gc-syncs=5"])
+            "--concurrent-gc-syncs=5", f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD}"])
 
     def restart_controller_manager(self) -> None:
         """Stop and start kube-controller-manager; returns once its garbage collector watches every

@@ -611,7 +611,7 @@ async def test_version_and_discovery(api):
                                                      "coordination.k8s.io", "admissionregistration.k8s.io",
                                                      "rbac.authorization.k8s.io", "apiextensions.k8s.io",
                                                      "authentication.k8s.io", "authorization.k8s.io",
-                                                     "scheduling.k8s.io"}
+                                                     "scheduling.k8s.io", "autoscaling"}
     _, group = await raw(api, "GET", "/apis/kubeflow.org")
     assert group["preferredVersion"] == {"groupVersion": "kubeflow.org/v1", "version": "v1"}
     _, core = await raw(api, "GET", "/api/v1/")

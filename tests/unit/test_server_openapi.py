@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from phalanx.api import kubeflow, meta, volcano
+from phalanx.api import autoscaling, kubeflow, meta, volcano
 from phalanx.api.registry import RESOURCES, ResourceType
 from phalanx.server import openapi
 from phalanx.server.openapi import (
@@ -33,7 +33,7 @@ from phalanx.server.openapi import (
 
 GVS = ["api/v1", "apis/kubeflow.org/v1", "apis/scheduling.volcano.sh/v1beta1", "apis/apps/v1",
        "apis/rbac.authorization.k8s.io/v1", "apis/coordination.k8s.io/v1", "apis/scheduling.k8s.io/v1",
-       "apis/admissionregistration.k8s.io/v1", "apis/apiextensions.k8s.io/v1"]
+       "apis/autoscaling/v2", "apis/admissionregistration.k8s.io/v1", "apis/apiextensions.k8s.io/v1"]
 NOW = datetime(2026, 11, 29, 7, 12, 21, tzinfo=timezone.utc)
 
 
@@ -173,7 +173,9 @@ def test_component_names_follow_the_apiserver():
         assert all(n.startswith(("io.k8s.apimachinery.pkg.apis.meta.v1.", "org.kubeflow.v1.",
                                  "sh.volcano.scheduling.v1beta1.", "apps.v1.", "io.k8s.authorization.rbac.v1.",
                                  "io.k8s.apiextensions.v1.", "io.k8s.coordination.v1.",
-                                 "io.k8s.admissionregistration.v1.", "io.k8s.api.scheduling.v1.")) for n in schemas(gv))
+                                 "io.k8s.admissionregistration.v1.", "io.k8s.api.scheduling.v1.",
+                                 "io.k8s.api.autoscaling.v2.", "io.k8s.apimachinery.pkg.api.resource."))
+                   for n in schemas(gv))
 
 
 def test_every_kind_and_list_carries_its_gvk():
@@ -184,7 +186,7 @@ def test_every_kind_and_list_carries_its_gvk():
             "apps": "apps.v1", "rbac.authorization.k8s.io": "io.k8s.authorization.rbac.v1",
             "apiextensions.k8s.io": "io.k8s.apiextensions.v1", "coordination.k8s.io": "io.k8s.coordination.v1",
             "admissionregistration.k8s.io": "io.k8s.admissionregistration.v1",
-            "scheduling.k8s.io": "io.k8s.api.scheduling.v1"}[rt.group]
+            "scheduling.k8s.io": "io.k8s.api.scheduling.v1", "autoscaling": "io.k8s.api.autoscaling.v2"}[rt.group]
         s = schemas(gv)
         assert s[f"{prefix}.{rt.kind}"]["x-kubernetes-group-version-kind"] == [
             {"group": rt.group, "kind": rt.kind, "version": rt.version}]
@@ -375,7 +377,7 @@ def test_schema_fields_are_exactly_the_model_fields(kind):
     d = doc(gv)
     prefix = "io.k8s.api.core.v1" if not rt.group else {
         "kubeflow.org": "org.kubeflow.v1", "scheduling.volcano.sh": "sh.volcano.scheduling.v1beta1",
-        "scheduling.k8s.io": "io.k8s.api.scheduling.v1"}[rt.group]
+        "scheduling.k8s.io": "io.k8s.api.scheduling.v1", "autoscaling": "io.k8s.api.autoscaling.v2"}[rt.group]
     top = dict(d["components"]["schemas"][f"{prefix}.{kind}"])
     model = KIND_MODELS[kind]
     assert set(top["properties"]) == {f.alias or n for n, f in model.model_fields.items()}
@@ -476,7 +478,8 @@ def test_descriptions_cover_every_published_model_and_field():
             held = _model_of(f.annotation)
             if held:
                 collect(held[1])
-    for m in list(KIND_MODELS.values()) + [kubeflow.JobStatus, volcano.PodGroupStatus, volcano.QueueStatus]:
+    for m in list(KIND_MODELS.values()) + [kubeflow.JobStatus, volcano.PodGroupStatus, volcano.QueueStatus,
+                                           autoscaling.HorizontalPodAutoscalerStatus]:
         collect(m)
     missing = []
     for m in models:

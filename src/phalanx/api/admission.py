@@ -22,7 +22,17 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from phalanx.api import core, kubeflow, kubeflow_validation, opaque, scheduling, volcano, webhookconfig
+from phalanx.api import (
+    autoscaling,
+    autoscaling_validation,
+    core,
+    kubeflow,
+    kubeflow_validation,
+    opaque,
+    scheduling,
+    volcano,
+    webhookconfig,
+)
 from phalanx.api.constants import DEFAULT_NAMESPACE
 from phalanx.api.manifest import MAX_DEPTH, ShapeError, normalize_json
 from phalanx.api.meta import NameRule, json_type_name, validate_object_meta
@@ -117,6 +127,9 @@ _KINDS: dict[str, _Kind] = {
     "PriorityClass": _Kind(scheduling.PriorityClass, name_is_dns1123_subdomain,
                            default=lambda obj, old: scheduling.default_priority_class(obj),
                            validate=scheduling.validate_priority_class),
+    "HorizontalPodAutoscaler": _Kind(autoscaling.HorizontalPodAutoscaler, name_is_dns1123_subdomain,
+                                     default=lambda obj, old: autoscaling.default_hpa(obj),
+                                     validate=autoscaling_validation.validate_hpa),
 }
 # Stored as given (phalanx.api.opaque): only apiVersion/kind and metadata are checked.
 _KINDS.update({k: _Kind(opaque.OpaqueObject, name_is_dns1123_subdomain, default=opaque.default_opaque)

@@ -1,8 +1,9 @@
 """Each kind's table: the columns and cells the apiserver's Table and `kubectl get` print.
 
 Column sets and cell rules are the real apiserver's (server-side Table printing of kubernetes 1.36 for
-Pods, Nodes, Services, Events, Namespaces, PriorityClasses; the CRDs' additionalPrinterColumns for the six job kinds,
-PodGroup and Queue). Pure functions; the server and the CLI both render through them.
+Pods, Nodes, Services, Events, Namespaces, PriorityClasses, HorizontalPodAutoscalers; the CRDs'
+additionalPrinterColumns for the six job kinds, PodGroup and Queue). Pure functions; the server and the
+CLI both render through them.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from phalanx.api.autoscaling import targets_cell
 from phalanx.api.constants import ANNOTATION_DESERVED, ANNOTATION_RECLAIMING
 from phalanx.objects.clock import parse_time
 
@@ -493,6 +495,16 @@ def _priorityclass_row(pc: Obj, wide: bool, now: datetime) -> list[str]:
             cell(pc.get("preemptionPolicy"))]
 
 
+def _hpa_row(hpa: Obj, wide: bool, now: datetime) -> list[str]:
+    """printHorizontalPodAutoscaler: the target as Kind/name, its metrics, the bounds, the replicas seen."""
+    ref = dig_dict(hpa, "spec", "scaleTargetRef")
+    low = dig(hpa, "spec", "minReplicas")
+    return [cell(dig(hpa, "metadata", "name")), f"{go_value(ref.get('kind', ''))}/{go_value(ref.get('name', ''))}",
+            targets_cell(hpa), go_value(low) if low is not None else "<unset>",
+            go_value(dig(hpa, "spec", "maxReplicas") or 0), go_value(dig(hpa, "status", "currentReplicas") or 0),
+            age(dig(hpa, "metadata", "creationTimestamp"), now)]
+
+
 def _default_row(obj: Obj, wide: bool, now: datetime) -> list[str]:
     return [cell(dig(obj, "metadata", "name")), age(dig(obj, "metadata", "creationTimestamp"), now)]
 
@@ -515,6 +527,8 @@ _PRINTERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
     "PodGroup": (("NAME", "STATUS", "MINMEMBER", "RUNNINGS", "AGE"), ("QUEUE",), _podgroup_row),
     "Queue": (("NAME", "PARENT"), QUEUE_WIDE_COLUMNS, _queue_row),
     "PriorityClass": (("NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"), (), _priorityclass_row),
+    "HorizontalPodAutoscaler": (("NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"), (),
+                                _hpa_row),
 }
 _EVENT_WIDE = ("LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE", "MESSAGE",
                "FIRST SEEN", "COUNT", "NAME")

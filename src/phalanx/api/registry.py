@@ -65,6 +65,9 @@ RESOURCES: tuple[ResourceType, ...] = (
     # Pod priorities (phalanx.api.scheduling): a pod's spec.priority comes from its class.
     ResourceType("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", "priorityclass", namespaced=False,
                  short_names=("pc",), has_status=False),
+    # The PyTorchJob's autoscaler (phalanx.api.autoscaling): the embedded cluster runs its algorithm.
+    ResourceType("HorizontalPodAutoscaler", "autoscaling/v2", "horizontalpodautoscalers", "horizontalpodautoscaler",
+                 short_names=("hpa",), categories=("all",)),
     # Dynamic admission: the webhooks `phalanx install` registers for the operator.
     ResourceType("ValidatingWebhookConfiguration", "admissionregistration.k8s.io/v1",
                  "validatingwebhookconfigurations", "validatingwebhookconfiguration", namespaced=False,

@@ -13,7 +13,8 @@ Nodes):
   RoleBinding get/list/watch/create/update/delete/patch, and ``pods/exec`` create: the
   launcher's Role grants it, and Kubernetes lets a role be created only by
   someone who holds every permission it grants (pods get/list/watch are held
-  already);
+  already); for elastic PyTorchJobs with metrics, HorizontalPodAutoscalers
+  get/list/watch/create/update/delete/patch;
 - scheduler: Nodes get/list/watch, pods get/list/watch, ``pods/binding``
   create, ``pods/status`` update/patch (the PodScheduled condition),
   PodGroups get/list/watch/update (no status subresource: whole object),
@@ -55,6 +56,8 @@ OPERATOR_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"], "verbs": list(OWNED)},
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": list(OWNED)},
     {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+    # An elastic PyTorchJob's HorizontalPodAutoscaler (controller/job/hpa.py), as the original's role.
+    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": list(OWNED)},
 ]
 
 SCHEDULER_RULES: list[dict[str, Any]] = [

@@ -27,7 +27,7 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 # Built-in groups (kubectl patches their kinds strategically); custom resources get 415, as docs/REFERENCE.md golden 31.
 STRATEGIC_GROUPS = ("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "admissionregistration.k8s.io",
-                    "scheduling.k8s.io")
+                    "scheduling.k8s.io", "autoscaling")
 
 
 def media_type(request: web.Request) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
-from phalanx.api import core, kubeflow, meta, scheduling, volcano
+from phalanx.api import autoscaling, core, kubeflow, meta, scheduling, volcano
 from phalanx.api.registry import JOB_KINDS, RESOURCES, ResourceType
 from phalanx.server.openapi_docs import API_VERSION, DESCRIPTIONS, KIND, LIST_METADATA, METADATA
 from phalanx.server.openapi_paths import META, SCHEMAS_REF, resource_paths
@@ -37,21 +37,23 @@ KIND_MODELS: dict[str, type[BaseModel]] = {
     "PyTorchJob": kubeflow.PyTorchJob, "TFJob": kubeflow.TFJob, "XGBoostJob": kubeflow.XGBoostJob,
     "PaddleJob": kubeflow.PaddleJob, "JAXJob": kubeflow.JAXJob, "MPIJob": kubeflow.MPIJob,
     "PodGroup": volcano.PodGroup, "Queue": volcano.Queue, "PriorityClass": scheduling.PriorityClass,
+    "HorizontalPodAutoscaler": autoscaling.HorizontalPodAutoscaler,
 }
 # Status is a free dict on the kinds the controllers own; publish the typed
 # reading model (unknown fields preserved) so `kubectl explain` can show it.
 _STATUS_MODELS: dict[str, type[BaseModel]] = {
     **{kind: kubeflow.JobStatus for kind in JOB_KINDS},
     "PodGroup": volcano.PodGroupStatus, "Queue": volcano.QueueStatus,
+    "HorizontalPodAutoscaler": autoscaling.HorizontalPodAutoscalerStatus,
 }
 # Where each model module's types are named (apimachinery and core/v1 keep their Kubernetes names).
 _MODULE_PREFIX: tuple[tuple[ModuleType, str], ...] = (
     (meta, META), (core, "io.k8s.api.core.v1"),
     (kubeflow, "org.kubeflow.v1"), (volcano, "sh.volcano.scheduling.v1beta1"),
-    (scheduling, "io.k8s.api.scheduling.v1"),
+    (scheduling, "io.k8s.api.scheduling.v1"), (autoscaling, "io.k8s.api.autoscaling.v2"),
 )
 # Built-in groups published as the apiserver publishes them (one component per type, not CRD-style inlined).
-_BUILTIN_PREFIXES = {"scheduling.k8s.io": "io.k8s.api.scheduling"}
+_BUILTIN_PREFIXES = {"scheduling.k8s.io": "io.k8s.api.scheduling", "autoscaling": "io.k8s.api.autoscaling"}
 _ALIASES = {"TemplateMeta": "ObjectMeta"}  # a pod template's metadata is an ObjectMeta
 _INT_FORMATS: dict[tuple[Any, Any], str] = {(-(2**31), 2**31 - 1): "int32", (-(2**63), 2**63 - 1): "int64"}
 _INT_OR_STRING: Schema = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}

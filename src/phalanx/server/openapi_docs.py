@@ -6,6 +6,8 @@ models stay free of user documentation and a missing entry just means no text.
 """
 from __future__ import annotations
 
+from phalanx.server.openapi_docs_autoscaling import AUTOSCALING_DESCRIPTIONS
+
 API_VERSION = ("APIVersion defines the versioned schema of this representation of an object. Servers should "
                "convert recognized schemas to the latest internal value, and may reject unrecognized values. "
                "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources")
@@ -606,4 +608,5 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "globalDefault": "Whether this is the priority of pods that name no class (at most one default).",
         "description": "When this priority class should be used.",
         "preemptionPolicy": "Never or PreemptLowerPriority (the default): whether its pods preempt lower ones."},
+    **AUTOSCALING_DESCRIPTIONS,
 }

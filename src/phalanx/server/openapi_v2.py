@@ -21,7 +21,8 @@ from phalanx.server.openapi import group_version_keys, openapi_document
 
 PROTOBUF_MEDIA = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 PROTOBUF_CONTENT_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
-_BUILTIN_GROUPS = ("", "apps", "rbac.authorization.k8s.io", "apiextensions.k8s.io", "scheduling.k8s.io")
+_BUILTIN_GROUPS = ("", "apps", "rbac.authorization.k8s.io", "apiextensions.k8s.io", "scheduling.k8s.io",
+                   "autoscaling")
 _V3_REF = "#/components/schemas/"
 Schema = dict[str, Any]
 

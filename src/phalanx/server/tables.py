@@ -252,6 +252,27 @@ BUILTIN_COLUMNS: dict[str, list[Obj]] = {
         _col("PreemptionPolicy", "preemptionPolicy is the Policy for preempting pods with lower priority. One of "
                                  "Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset."),
     ],
+    "HorizontalPodAutoscaler": [
+        _NAME_COL,
+        _col("Reference", "scaleTargetRef points to the target resource to scale, and is used to the pods for which "
+                          "metrics should be collected, as well as to actually change the replica count."),
+        _col("Targets", "metrics contains the specifications for which to use to calculate the desired replica "
+                        "count (the maximum replica count across all metrics will be used).  The desired replica "
+                        "count is calculated multiplying the ratio between the target value and the current value "
+                        "by the current number of pods.  Ergo, metrics used must decrease as the pod count is "
+                        "increased, and vice-versa.  See the individual metric source types for more information "
+                        "about how each type of metric must respond. If not set, the default metric will be set to "
+                        "80% average CPU utilization."),
+        _col("MinPods", "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale "
+                        "down.  It defaults to 1 pod.  minReplicas is allowed to be 0 if the alpha feature gate "
+                        "HPAScaleToZero is enabled and at least one Object or External metric is configured.  "
+                        "Scaling is active as long as at least one metric value is available."),
+        _col("MaxPods", "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale "
+                        "up. It cannot be less that minReplicas."),
+        _col("Replicas", "currentReplicas is current number of replicas of pods managed by this autoscaler, as last "
+                         "seen by the autoscaler."),
+        _AGE_COL,
+    ],
 }
 
 
@@ -399,6 +420,13 @@ def _name(obj: Obj) -> str:
     return name if isinstance(name, str) else ""
 
 
+def _int_cell(obj: Obj, *path: str) -> int:
+    node: Any = obj
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, int) and not isinstance(node, bool) else 0
+
+
 def cells_for(kind: str, obj: Obj, now: datetime) -> list[Any]:
     """The cells of one object, aligned with ``column_definitions(kind)``."""
     if kind in BUILTIN_COLUMNS:
@@ -412,6 +440,9 @@ def cells_for(kind: str, obj: Obj, now: datetime) -> list[Any]:
             value = obj.get("value")
             cells[1] = value if isinstance(value, int) and not isinstance(value, bool) else 0
             cells[2] = obj.get("globalDefault") is True
+        elif kind == "HorizontalPodAutoscaler":  # MaxPods and Replicas are int32 cells
+            cells[4] = _int_cell(obj, "spec", "maxReplicas")
+            cells[5] = _int_cell(obj, "status", "currentReplicas")
         return cells
     cells = [_name(obj)] + [crd_cell(c, obj, now) for c in _crd_columns(kind)]
     if kind in _SERVER_CELLS:

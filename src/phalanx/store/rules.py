@@ -23,7 +23,8 @@ GENERATE_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # apiserver's SimpleNameGen
 GENERATE_NAME_SUFFIX = 5
 MAX_NAME_LENGTH = 253
 # What the apiserver's create strategies put in a fresh object's status.
-INITIAL_STATUS = {"Pod": {"phase": "Pending"}, "Namespace": {"phase": "Active"}}
+INITIAL_STATUS: dict[str, dict[str, Any]] = {"Pod": {"phase": "Pending"}, "Namespace": {"phase": "Active"},
+                  "HorizontalPodAutoscaler": {"desiredReplicas": 0}}
 
 FOREGROUND_FINALIZER = "foregroundDeletion"
 ORPHAN_FINALIZER = "orphan"
@@ -50,8 +51,8 @@ def resource_name(rt: ResourceType) -> str:
 
 def tracks_generation(rt: ResourceType) -> bool:
     """Custom resources and (since 1.32) Pods carry metadata.generation; the other
-    built-in v1 kinds served (Node, Namespace, Service, Event) do not."""
-    return bool(rt.group) or rt.kind == "Pod"
+    built-in v1 kinds served (Node, Namespace, Service, Event) and HorizontalPodAutoscalers do not."""
+    return (bool(rt.group) and rt.kind != "HorizontalPodAutoscaler") or rt.kind == "Pod"
 
 
 # uids: random version-4 UUIDs, as the apiserver's, from a PRNG seeded from the OS

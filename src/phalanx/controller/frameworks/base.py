@@ -133,7 +133,9 @@ class Framework(ABC):
         """Last touch on a pod built from the template (volumes, default command...)."""
 
     def owned_kinds(self, options) -> tuple[str, ...]:
-        """The kinds ``owned_objects`` may return (the shell watches them)."""
+        """The kinds of the other objects a job of this kind controls: those ``owned_objects`` may
+        return, and the HorizontalPodAutoscaler of ``job.hpa`` (the shell watches them: a change
+        enqueues the job)."""
         return ()
 
     def owned_objects(self, job: dict, pods: list[dict], options) -> list[dict]:

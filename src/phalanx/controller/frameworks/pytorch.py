@@ -31,6 +31,10 @@ class PyTorchFramework(Framework):
             return rtype == MASTER
         return rtype == WORKER and index == 0
 
+    def owned_kinds(self, options) -> tuple[str, ...]:
+        """The HorizontalPodAutoscaler of an elastic job with metrics (controller.job.hpa)."""
+        return ("HorizontalPodAutoscaler",)
+
     def gang_size(self, job: dict) -> int:
         """Elastic: the gang is the job's minimum, the other replicas plus ``minReplicas`` workers, so
         workers above it start as capacity allows and may be lost without breaking the gang

@@ -40,6 +40,7 @@ from phalanx.controller.job import claim
 from phalanx.controller.job import podgroup as pg
 from phalanx.controller.job.claim import OWNER_INDEX, controlled_by, owner_index
 from phalanx.controller.job.core import reconcile
+from phalanx.controller.job.hpa import reconcile_hpa
 from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.controller.metrics import OperatorMetrics
 from phalanx.objects.clock import Clock
@@ -259,6 +260,7 @@ class JobController:
             group = None
         others = [o for k in fw.owned_kinds(self.options) for o in self.owned[k].by_index(OWNER_INDEX, juid)] \
             if juid else []
+        await reconcile_hpa(self.client, fw, self.options, job, self._cached)  # first, as the original's ReconcileHPA
         gone = {n: (uid, msg) for n, (uid, msg, _) in self._preempted_gone.get(key, {}).items()}
         plan = reconcile(job, pods, services, group, self.clock.now(), fw, self.options, others, gone)
         orphans = [o for inf in (self.pods, self.services) for o in inf.by_index(claim.ORPHAN_INDEX, f"{ns}/{jname}")]
@@ -557,8 +559,8 @@ _META_IGNORED = {"metadata": frozenset({"resourceVersion", "managedFields", "gen
 
 def _may_change_plan(obj: Obj, old: Obj) -> bool:
     """False when ``obj`` differs from ``old`` only where the core does not look: for
-    pods the fields above; for PodGroups its status, but for the side of admission
-    (``podgroup.admitted``); for other kinds the resourceVersion and managedFields."""
+    pods the fields above; for PodGroups and HPAs their status (another controller's), but a
+    PodGroup's side of admission (``podgroup.admitted``); for other kinds the resourceVersion and managedFields."""
     kind = obj.get("kind")
     if kind == "Pod":
         if _differs(old, obj, _POD_IGNORED) or preemption_message(old) != preemption_message(obj):
@@ -566,9 +568,9 @@ def _may_change_plan(obj: Obj, old: Obj) -> bool:
         a, b = as_dict(old.get("status")), as_dict(obj.get("status"))
         return any(_container_view(a.get(k)) != _container_view(b.get(k))
                    for k in ("containerStatuses", "initContainerStatuses"))
-    if kind == "PodGroup":
-        if pg.admitted(obj) != pg.admitted(old):
-            return True
+    if kind == "PodGroup" and pg.admitted(obj) != pg.admitted(old):
+        return True
+    if kind in ("PodGroup", "HorizontalPodAutoscaler"):
         return _differs({**old, "status": None}, {**obj, "status": None}, _META_IGNORED)
     return _differs(old, obj, _META_IGNORED)
 
