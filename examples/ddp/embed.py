@@ -6,7 +6,7 @@ hold files, so a manifest carries its script inline: a YAML item
 directory. Edit the .py file, then run
 
     python3 examples/ddp/embed.py            # rewrites examples/{ddp,tf-config}/*.yaml and
-                                             # examples/<kind>job.yaml from examples/<kind>/
+                                             # examples/<kind>job*.yaml from examples/<kind>/
     python3 examples/ddp/embed.py --check    # exit 1 if a manifest is stale
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[1]
 DEFAULT_DIRS = ("ddp", "tf-config", "elastic")
-# examples/<kind>job.yaml carries the scripts of examples/<kind>/.
+# examples/<kind>job.yaml (and examples/<kind>job-<variant>.yaml) carry the scripts of examples/<kind>/.
 KIND_EXAMPLES = ("jax", "mpi", "paddle", "xgboost")
 _ANCHOR = re.compile(r"^(?P<indent> *)- &(?P<name>[a-z_][a-z0-9_]*) \|$")
 
@@ -52,7 +52,8 @@ def render(manifest: str, directory: Path) -> str:
 def manifests(dirs: tuple[str, ...] = DEFAULT_DIRS) -> list[tuple[Path, Path]]:
     """(manifest, the directory of its scripts)."""
     found = [(p, p.parent) for d in dirs for p in (EXAMPLES / d).glob("*.yaml")]
-    found += [(EXAMPLES / f"{k}job.yaml", EXAMPLES / k) for k in KIND_EXAMPLES if (EXAMPLES / f"{k}job.yaml").is_file()]
+    found += [(p, EXAMPLES / k) for k in KIND_EXAMPLES
+              for p in [EXAMPLES / f"{k}job.yaml", *sorted(EXAMPLES.glob(f"{k}job-*.yaml"))] if p.is_file()]
     return sorted(found)
 
 

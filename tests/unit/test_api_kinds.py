@@ -396,7 +396,8 @@ def test_queue_is_immutable_and_duplicate_types_are_refused(kind):
     assert f'spec.{FIELD[kind]}[worker]: Duplicate value: "worker"' in e.value.message
 
 
-@pytest.mark.parametrize("example", ["xgboostjob.yaml", "paddlejob.yaml", "jaxjob.yaml", "mpijob.yaml"])
+@pytest.mark.parametrize("example", ["xgboostjob.yaml", "paddlejob.yaml", "paddlejob-ps.yaml", "jaxjob.yaml",
+                                     "mpijob.yaml"])
 def test_the_examples_are_admitted(example):
     path = EXAMPLES / example
     if not path.exists():
