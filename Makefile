@@ -11,7 +11,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q -e .
 	touch $@
 
-# The test extra: test tools plus the examples' libraries (torch, mpi4py, xgboost, jax, the Kubeflow SDK).
+# The test extra: test tools plus the examples' libraries (torch, mpi4py, xgboost, jax, paddlepaddle, the
+# Kubeflow SDK) and selenium for the web view's browser tests.
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(PIP) install -q -e '.[test]'
 	touch $@
