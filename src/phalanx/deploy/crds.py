@@ -15,6 +15,7 @@ import copy
 from typing import Any
 
 from phalanx.api.registry import JOB_KINDS, ResourceType, by_kind
+from phalanx.api.scale import SCALE
 from phalanx.deploy.crd_rules import add_job_rules
 from phalanx.server.openapi import inlined_kind_schema
 from phalanx.server.tables import CRD_COLUMNS
@@ -27,23 +28,19 @@ CRD_KINDS = (*KUBEFLOW_CRD_KINDS, *VOLCANO_CRD_KINDS)
 _META_REF = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
-def _worker_scale(replica_specs_field: str) -> dict[str, Any]:
-    return {"labelSelectorPath": ".status.replicaStatuses.Worker.selector",
-            "specReplicasPath": f".spec.{replica_specs_field}.Worker.replicas",
-            "statusReplicasPath": ".status.replicaStatuses.Worker.active"}
-
-
-# Subresources as in the original CRDs.
+# Subresources as in the original CRDs; the scale paths are ``api.scale``'s (what the API serves).
 _SUBRESOURCES: dict[str, dict[str, Any]] = {
-    "PyTorchJob": {"scale": _worker_scale("pytorchReplicaSpecs"), "status": {}},
+    "PyTorchJob": {"status": {}},
     "TFJob": {"status": {}},
     "XGBoostJob": {"status": {}},
-    "PaddleJob": {"scale": _worker_scale("paddleReplicaSpecs"), "status": {}},
-    "JAXJob": {"scale": _worker_scale("jaxReplicaSpecs"), "status": {}},
+    "PaddleJob": {"status": {}},
+    "JAXJob": {"status": {}},
     "MPIJob": {"status": {}},
     "PodGroup": {},  # Volcano's PodGroup has no status subresource: the scheduler writes the whole object
     "Queue": {"status": {}},
 }
+for _kind, _paths in SCALE.items():
+    _SUBRESOURCES[_kind] = {"scale": _paths.crd(), **_SUBRESOURCES[_kind]}
 
 
 def _ref_name(node: Any) -> str | None:

@@ -2,8 +2,8 @@
 
 ``make_app(client, token, log_provider)`` serves ``/api/v1/...`` and
 ``/apis/<group>/<version>/...`` (namespaced and cluster-scoped collections and
-items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``,
-``pods/{name}/exec`` over websockets (``remotecommand``)), watch
+items, ``/status``, the jobs' ``/scale`` (``scale``), ``pods/{name}/binding``,
+``pods/{name}/log``, ``pods/{name}/exec`` over websockets (``remotecommand``)), watch
 streams, ``/version``, health, legacy discovery, ``/openapi/v3`` and
 ``/openapi/v2`` (``openapi_v2``), and the web view under ``/ui/`` (``webui``).
 Built-in kinds may be sent as Kubernetes protobuf (``protobuf``), as kubectl's
@@ -78,6 +78,7 @@ from phalanx.server import (
     remotecommand,
     reviews,
     routes,
+    scale,
     streams,
     tables,
     webui,
@@ -362,6 +363,10 @@ async def _portforward(request: web.Request, route: Route) -> web.StreamResponse
                                                    route.name or "")
 
 
+async def _scale(request: web.Request, route: Route) -> web.StreamResponse:
+    return await scale.serve(request, route, request.app[CLIENT], _now(request))
+
+
 HandlerFn = Callable[[web.Request, Route], Awaitable[web.StreamResponse]]
 _STREAMING: dict[str, HandlerFn] = {"exec": _exec, "attach": _attach, "portforward": _portforward}
 
@@ -375,6 +380,8 @@ def _handler_for(route: Route, method: str) -> HandlerFn | None:
         return {"GET": _list, "POST": _create}.get(method)
     if sub is None:
         return {"GET": _get, "PUT": _update, "PATCH": _patch, "DELETE": _delete}.get(method)
+    if scale.serves(route):
+        return _scale
     if sub == "status" and rt.has_status:
         return {"GET": _get, "PUT": _update, "PATCH": _patch}.get(method)
     if rt.kind == "Pod" and sub == "binding":

@@ -16,6 +16,7 @@ from typing import Any
 
 from phalanx import __version__
 from phalanx.api.registry import RESOURCES, ResourceType
+from phalanx.api.scale import SCALE
 
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
@@ -108,6 +109,9 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
     sub = {"singularName": "", "namespaced": rt.namespaced}
     if rt.has_status:
         entries.append({"name": f"{rt.plural}/status", **sub, "kind": rt.kind, "verbs": ["get", "patch", "update"]})
+    if rt.kind in SCALE:
+        entries.append({"name": f"{rt.plural}/scale", **sub, "group": "autoscaling", "version": "v1", "kind": "Scale",
+                        "verbs": ["get", "patch", "update"]})
     if rt.kind == "Pod":
         entries.append({"name": "pods/binding", **sub, "kind": "Binding", "verbs": ["create"]})
         entries.append({"name": "pods/log", **sub, "kind": "Pod", "verbs": ["get"]})
