@@ -168,14 +168,18 @@ def test_component_names_follow_the_apiserver():
             "io.k8s.api.core.v1.Event", "io.k8s.api.core.v1.Namespace",
             "io.k8s.apimachinery.pkg.api.resource.Quantity", "io.k8s.apimachinery.pkg.util.intstr.IntOrString",
             } <= set(schemas("api/v1"))
-    # Custom resources are inlined like a CRD's schema: only apimachinery types are components.
+    # Custom resources are inlined like a CRD's schema: only apimachinery types are components (and
+    # autoscaling/v1 Scale with the kinds that have a scale subresource, golden 10).
     for gv in GVS[1:]:
         assert all(n.startswith(("io.k8s.apimachinery.pkg.apis.meta.v1.", "org.kubeflow.v1.",
                                  "sh.volcano.scheduling.v1beta1.", "apps.v1.", "io.k8s.authorization.rbac.v1.",
                                  "io.k8s.apiextensions.v1.", "io.k8s.coordination.v1.",
                                  "io.k8s.admissionregistration.v1.", "io.k8s.api.scheduling.v1.",
                                  "io.k8s.api.autoscaling.v2.", "io.k8s.apimachinery.pkg.api.resource."))
+                   or (gv == "apis/kubeflow.org/v1" and n.startswith("io.k8s.api.autoscaling.v1.Scale"))
                    for n in schemas(gv))
+    assert {"io.k8s.api.autoscaling.v1.Scale", "io.k8s.api.autoscaling.v1.ScaleSpec",
+            "io.k8s.api.autoscaling.v1.ScaleStatus"} <= set(schemas("apis/kubeflow.org/v1"))
 
 
 def test_every_kind_and_list_carries_its_gvk():

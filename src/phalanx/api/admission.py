@@ -3,8 +3,9 @@
 The steps follow a real apiserver with the Kubeflow webhook installed:
 decode strictly (unknown field -> 400 "strict decoding error"), check the
 schema (wrong type, bounds -> 422 Invalid), apply defaults, validate names and
-per-kind rules (422), then the training operator's webhook rules (403
-Forbidden "admission webhook ... denied the request"). Unlike the original,
+per-kind rules (422), Phalanx's elastic bounds on a job update (422), then the
+training operator's webhook rules (403 Forbidden "admission webhook ...
+denied the request"). Unlike the original,
 defaults are applied before the webhook and stored (docs/SEMANTICS.md S1), and
 MPIJobs, which the original validates only in its controller, are refused
 here too, under the webhook name ``validator.mpijob.phalanx.dev``.
@@ -215,6 +216,9 @@ def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str
 
     fw = kubeflow.FRAMEWORKS.get(rt.kind)
     if fw is not None and kubeflow_admission:
+        errs = kubeflow_validation.validate_elastic_bounds(data, old, fw)
+        if errs:
+            raise Invalid(errs, prefix=prefix)
         errs = kubeflow_validation.validate_job_webhook(data, old, fw, warnings)
         if errs:
             raise WebhookDenied(fw.webhook, _clip(errs))

@@ -161,6 +161,47 @@ def _pytorch_elastic_rules(spec: dict[str, Any], warnings: list[str] | None) -> 
     return errs
 
 
+def validate_elastic_bounds(job: dict[str, Any], old: dict[str, Any] | None, fw: Framework) -> list[FieldError]:
+    """Phalanx rule (docs/SEMANTICS.md S17): an update of a PyTorchJob with an elasticPolicy
+    that changes its Worker replicas or the bounds must keep the replicas within
+    [minReplicas, maxReplicas]; an update that changes neither is never refused by it."""
+    if fw is not PYTORCH or old is None:
+        return []
+    new_bounds = _elastic_bounds(job)
+    if new_bounds is None:
+        return []
+    replicas = _get(job, "spec", fw.replica_specs_field, "Worker", "replicas")
+    if not isinstance(replicas, int) or isinstance(replicas, bool):
+        return []
+    if (replicas, new_bounds) == (_get(old, "spec", fw.replica_specs_field, "Worker", "replicas"), _elastic_bounds(old)):
+        return []
+    detail = elastic_bounds_error(replicas, *new_bounds)
+    if detail is None:
+        return []
+    return [FieldError(worker_replicas_field(fw), "Invalid", detail, replicas)]
+
+
+def worker_replicas_field(fw: Framework) -> str:
+    """The field the elastic bounds name on the job."""
+    return f"spec.{fw.replica_specs_field}[Worker].replicas"
+
+
+def elastic_bounds_error(replicas: int, lo: int, hi: int) -> str | None:
+    """What is wrong with Worker ``replicas`` under the bounds of an elasticPolicy, or None."""
+    if lo <= replicas <= hi:
+        return None
+    return f"must be between minReplicas ({lo}) and maxReplicas ({hi}) of spec.elasticPolicy"
+
+
+def _elastic_bounds(job: dict[str, Any]) -> tuple[int, int] | None:
+    """minReplicas and maxReplicas (both set once defaulted), or None."""
+    elastic = _get(job, "spec", "elasticPolicy")
+    lo, hi = _get(elastic, "minReplicas"), _get(elastic, "maxReplicas")
+    if isinstance(lo, int) and isinstance(hi, int):
+        return lo, hi
+    return None
+
+
 def _containers(replica: dict[str, Any]) -> list[dict[str, Any]]:
     return ((replica.get("template") or {}).get("spec") or {}).get("containers") or []
 

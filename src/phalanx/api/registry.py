@@ -84,9 +84,6 @@ OPAQUE_KINDS = ("ServiceAccount", "Deployment", "ClusterRole", "ClusterRoleBindi
 
 _BY_KIND = {r.kind: r for r in RESOURCES}
 JOB_KINDS = ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob")
-# The job kinds whose CRDs declare a scale subresource (the Worker replicas), and their replica specs' field.
-SCALE_REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "PaddleJob": "paddleReplicaSpecs",
-                       "JAXJob": "jaxReplicaSpecs"}
 # The kinds a kube-apiserver serves from CustomResourceDefinitions (`phalanx install`'s): a body
 # must name its kind and apiVersion, where a built-in kind takes them from the URL.
 CUSTOM_RESOURCE_KINDS = frozenset((*JOB_KINDS, "PodGroup", "Queue"))

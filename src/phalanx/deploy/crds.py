@@ -14,7 +14,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from phalanx.api.registry import JOB_KINDS, SCALE_REPLICA_SPECS, ResourceType, by_kind
+from phalanx.api.registry import JOB_KINDS, ResourceType, by_kind
+from phalanx.api.scale import SCALE
 from phalanx.deploy.crd_rules import add_job_rules
 from phalanx.server.openapi import inlined_kind_schema
 from phalanx.server.tables import CRD_COLUMNS
@@ -27,19 +28,19 @@ CRD_KINDS = (*KUBEFLOW_CRD_KINDS, *VOLCANO_CRD_KINDS)
 _META_REF = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
-def _worker_scale(replica_specs_field: str) -> dict[str, Any]:
-    return {"labelSelectorPath": ".status.replicaStatuses.Worker.selector",
-            "specReplicasPath": f".spec.{replica_specs_field}.Worker.replicas",
-            "statusReplicasPath": ".status.replicaStatuses.Worker.active"}
-
-
-# Subresources as in the original CRDs.
+# Subresources as in the original CRDs; the scale paths are ``api.scale``'s (what the API serves).
 _SUBRESOURCES: dict[str, dict[str, Any]] = {
-    **{kind: ({"scale": _worker_scale(SCALE_REPLICA_SPECS[kind]), "status": {}} if kind in SCALE_REPLICA_SPECS
-              else {"status": {}}) for kind in KUBEFLOW_CRD_KINDS},
+    "PyTorchJob": {"status": {}},
+    "TFJob": {"status": {}},
+    "XGBoostJob": {"status": {}},
+    "PaddleJob": {"status": {}},
+    "JAXJob": {"status": {}},
+    "MPIJob": {"status": {}},
     "PodGroup": {},  # Volcano's PodGroup has no status subresource: the scheduler writes the whole object
     "Queue": {"status": {}},
 }
+for _kind, _paths in SCALE.items():
+    _SUBRESOURCES[_kind] = {"scale": _paths.crd(), **_SUBRESOURCES[_kind]}
 
 
 def _ref_name(node: Any) -> str | None:

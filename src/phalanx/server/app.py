@@ -2,8 +2,8 @@
 
 ``make_app(client, token, log_provider)`` serves ``/api/v1/...`` and
 ``/apis/<group>/<version>/...`` (namespaced and cluster-scoped collections and
-items, ``/status``, ``pods/{name}/binding``, ``pods/{name}/log``,
-``pods/{name}/exec`` over websockets (``remotecommand``)), watch
+items, ``/status``, the jobs' ``/scale`` (``scale``), ``pods/{name}/binding``,
+``pods/{name}/log``, ``pods/{name}/exec`` over websockets (``remotecommand``)), watch
 streams, ``/version``, health, legacy discovery, ``/openapi/v3`` and
 ``/openapi/v2`` (``openapi_v2``), and the web view under ``/ui/`` (``webui``).
 Built-in kinds may be sent as Kubernetes protobuf (``protobuf``), as kubectl's
@@ -343,10 +343,6 @@ async def _logs(request: web.Request, route: Route) -> web.StreamResponse:
                               route.name or "", request.app[STOP], request.app[CLOCK].now)
 
 
-async def _scale(request: web.Request, route: Route) -> web.StreamResponse:
-    return await scale.handle(request, request.app[CLIENT], route)
-
-
 async def _job_logs(request: web.Request, route: Route) -> web.StreamResponse:
     await request.app[CLIENT].get(route.rt.kind, route.name or "", route.namespace)  # 404 names the job
     return await streams.job_logs(request, request.app[LOG_PROVIDER], route.rt, route.namespace or "",
@@ -367,6 +363,10 @@ async def _portforward(request: web.Request, route: Route) -> web.StreamResponse
                                                    route.name or "")
 
 
+async def _scale(request: web.Request, route: Route) -> web.StreamResponse:
+    return await scale.serve(request, route, request.app[CLIENT], _now(request))
+
+
 HandlerFn = Callable[[web.Request, Route], Awaitable[web.StreamResponse]]
 _STREAMING: dict[str, HandlerFn] = {"exec": _exec, "attach": _attach, "portforward": _portforward}
 
@@ -380,10 +380,10 @@ def _handler_for(route: Route, method: str) -> HandlerFn | None:
         return {"GET": _list, "POST": _create}.get(method)
     if sub is None:
         return {"GET": _get, "PUT": _update, "PATCH": _patch, "DELETE": _delete}.get(method)
+    if scale.serves(route):
+        return _scale
     if sub == "status" and rt.has_status:
         return {"GET": _get, "PUT": _update, "PATCH": _patch}.get(method)
-    if sub == "scale" and scale.serves(rt.kind):
-        return {"GET": _scale, "PUT": _scale, "PATCH": _scale}.get(method)
     if rt.kind == "Pod" and sub == "binding":
         return {"POST": _bind}.get(method)
     if rt.kind == "Pod" and sub == "log":

@@ -172,7 +172,7 @@ def decode(raw: bytes, media: str) -> Any:
         raise BadRequest(f"the request body is not valid JSON: {e}") from None
 
 
-_JSON_MEDIA = ("", "application/json", "*/*", "application/yaml", "application/x-yaml", "text/yaml")
+JSON_MEDIA = ("", "application/json", "*/*", "application/yaml", "application/x-yaml", "text/yaml")
 _JSON_TEXT = ("", "application/json", "*/*")  # bodies quoted as sent in an error
 
 
@@ -183,7 +183,7 @@ async def object_body(request: web.Request, rt: ResourceType) -> dict[str, Any]:
     proto = protobuf.supports_group(rt.group)
     if media == protobuf.MEDIA_TYPE and proto:
         return protobuf.decode_object(await read_body(request), rt.kind)
-    if media not in _JSON_MEDIA:
+    if media not in JSON_MEDIA:
         accepted = "application/json, application/yaml" + (f", {protobuf.MEDIA_TYPE}" if proto else "")
         raise UnsupportedMedia(f"the body of the request was in an unknown format - accepted media types "
                                 f"include: {accepted}")

@@ -15,7 +15,8 @@ import sys
 from typing import Any
 
 from phalanx import __version__
-from phalanx.api.registry import RESOURCES, SCALE_REPLICA_SPECS, ResourceType
+from phalanx.api.registry import RESOURCES, ResourceType
+from phalanx.api.scale import SCALE
 
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
@@ -108,7 +109,7 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
     sub = {"singularName": "", "namespaced": rt.namespaced}
     if rt.has_status:
         entries.append({"name": f"{rt.plural}/status", **sub, "kind": rt.kind, "verbs": ["get", "patch", "update"]})
-    if rt.kind in SCALE_REPLICA_SPECS:
+    if rt.kind in SCALE:
         entries.append({"name": f"{rt.plural}/scale", **sub, "group": "autoscaling", "version": "v1", "kind": "Scale",
                         "verbs": ["get", "patch", "update"]})
     if rt.kind == "Pod":

@@ -104,7 +104,7 @@ def warning(field: str) -> str:
     return "299 - " + json.dumps(f'unknown field "{field}"', ensure_ascii=False)
 
 
-class _GoQuoted:
+class GoQuoted:
     """A string printed as Go's %q would (FieldError prints non-strings with str())."""
 
     def __init__(self, text: str) -> None:
@@ -124,4 +124,4 @@ class PatchStrictDecodingError(Invalid):
         detail = "strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in unknown_fields(err))
         value = json.dumps(patched, separators=(",", ":"), sort_keys=sort_keys, ensure_ascii=False) \
             if patched is not None else ""
-        super().__init__([FieldError("patch", "Invalid", detail, _GoQuoted(value))], prefix=' "" is invalid: ')
+        super().__init__([FieldError("patch", "Invalid", detail, GoQuoted(value))], prefix=' "" is invalid: ')

@@ -23,8 +23,9 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from phalanx.api import autoscaling, core, kubeflow, meta, scheduling, volcano
 from phalanx.api.registry import JOB_KINDS, RESOURCES, ResourceType
+from phalanx.api.scale import SCALE
 from phalanx.server.openapi_docs import API_VERSION, DESCRIPTIONS, KIND, LIST_METADATA, METADATA
-from phalanx.server.openapi_paths import META, SCHEMAS_REF, resource_paths
+from phalanx.server.openapi_paths import META, SCALE_SCHEMA, SCHEMAS_REF, resource_paths
 
 Schema = dict[str, Any]
 
@@ -360,6 +361,33 @@ def _meta_components() -> dict[str, Schema]:
     }
 
 
+def _scale_components() -> dict[str, Schema]:
+    """``autoscaling/v1`` Scale, published with the kinds that have a scale subresource (golden 10; no
+    ``default`` members, as in every Phalanx document)."""
+    ref = lambda name: [{"$ref": SCHEMAS_REF + name}]
+    conventions = "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
+    return {
+        SCALE_SCHEMA: {**_obj("Scale represents a scaling request for a resource.", {
+            "apiVersion": _s(API_VERSION), "kind": _s(KIND),
+            "metadata": {"description": f"Standard object metadata; More info: {conventions}#metadata.",
+                         "allOf": ref(META + ".ObjectMeta")},
+            "spec": {"description": f"spec defines the behavior of the scale. More info: "
+                                    f"{conventions}#spec-and-status.", "allOf": ref(SCALE_SCHEMA + "Spec")},
+            "status": {"description": f"status is the current status of the scale. More info: "
+                                      f"{conventions}#spec-and-status. Read-only.",
+                       "allOf": ref(SCALE_SCHEMA + "Status")},
+        }), "x-kubernetes-group-version-kind": [{"group": "autoscaling", "kind": "Scale", "version": "v1"}]},
+        SCALE_SCHEMA + "Spec": _obj("ScaleSpec describes the attributes of a scale subresource.", {
+            "replicas": _s("replicas is the desired number of instances for the scaled object.", "integer",
+                           format="int32")}),
+        SCALE_SCHEMA + "Status": _obj("ScaleStatus represents the current status of a scale subresource.", {
+            "replicas": _s("replicas is the actual number of observed instances of the scaled object.", "integer",
+                           format="int32"),
+            "selector": _s("selector is the label query over pods that should match the replicas count, in the "
+                           "query-param syntax of label selectors.")}, required=["replicas"]),
+    }
+
+
 # --------------------------------------------------------------------------
 # Documents, index, hashes
 # --------------------------------------------------------------------------
@@ -408,6 +436,8 @@ def _build_document(key: str) -> Schema:
     builder.resolve({"$ref": _DEFS + "ObjectMeta"})  # always published, as the apiserver does
     schemas.update(builder.components)
     schemas.update(_meta_components())
+    if any(rt.kind in SCALE for rt in rts):
+        schemas.update(_scale_components())
     info = ({"title": "Kubernetes", "version": "v1.32.0"} if core_group
             else {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"})
     return {"openapi": "3.0.0", "info": info, "paths": {k: paths[k] for k in sorted(paths)},

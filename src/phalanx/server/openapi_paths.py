@@ -1,17 +1,20 @@
 """The ``paths`` of the OpenAPI v3 documents: each resource's operations, parameters and responses.
 
 What kubectl reads from them: the PATCH operation taking ``fieldValidation``, the list and log parameters.
+The jobs' ``/scale`` answers the ``autoscaling/v1`` Scale, as a CRD's scale subresource is published.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from phalanx.api.registry import ResourceType
+from phalanx.api.scale import SCALE
 
 Schema = dict[str, Any]
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 SCHEMAS_REF = "#/components/schemas/"
+SCALE_SCHEMA = "io.k8s.api.autoscaling.v1.Scale"
 
 _PARAMS: dict[str, tuple[str, str]] = {
     "allowWatchBookmarks": ("boolean", "Allow the server to send BOOKMARK events in a watch."),
@@ -132,15 +135,17 @@ class _Ops:
             "parameters": self._scope_params() + _query("pretty"),
         }
 
-    def item(self, sub: str = "") -> Schema:
+    def item(self, sub: str = "", ref: str | None = None) -> Schema:
+        """The item path, or its subresource ``sub`` answering ``ref`` (the kind's schema by default)."""
         k = self.rt.kind
-        what = f"status of the specified {k}" if sub else f"the specified {k}"
+        ref = ref or self.kind_ref
+        what = f"{sub} of the specified {k}" if sub else f"the specified {k}"
         suffix = sub.capitalize()
         ops: Schema = {
-            "get": self.op("read", "get", f"read {what}", suffix, params=() if sub else ("resourceVersion",),
-                           responses=_responses(self.kind_ref)),
-            "put": self.op("replace", "put", f"replace {what}", suffix, params=_WRITE_PARAMS, body=self.kind_ref,
-                           responses=_responses(self.kind_ref, ("201", "Created"))),
+            "get": self.op("read", "get", f"read {what}", suffix,
+                           params=() if sub == "status" else ("resourceVersion",), responses=_responses(ref)),
+            "put": self.op("replace", "put", f"replace {what}", suffix, params=_WRITE_PARAMS, body=ref,
+                           responses=_responses(ref, ("201", "Created"))),
         }
         if not sub:
             ops["delete"] = self.op("delete", "delete", f"delete a {k}",
@@ -149,7 +154,7 @@ class _Ops:
                                     responses=_responses(SCHEMAS_REF + META + ".Status", ("202", "Accepted")))
         ops["patch"] = self.op("patch", "patch", f"partially update {what}", suffix,
                                params=_WRITE_PARAMS + ("force",), body=SCHEMAS_REF + META + ".Patch",
-                               body_types=_PATCH_TYPES, responses=_responses(self.kind_ref, ("201", "Created")))
+                               body_types=_PATCH_TYPES, responses=_responses(ref, ("201", "Created")))
         ops["parameters"] = [_path_param("name", f"name of the {k}")] + self._scope_params() + _query("pretty")
         return ops
 
@@ -176,6 +181,8 @@ def resource_paths(rt: ResourceType, kind_ref: str, list_ref: str) -> dict[str, 
     paths = {coll: ops.collection(), f"{coll}/{{name}}": ops.item()}
     if rt.has_status:
         paths[f"{coll}/{{name}}/status"] = ops.item("status")
+    if rt.kind in SCALE:
+        paths[f"{coll}/{{name}}/scale"] = ops.item("scale", SCHEMAS_REF + SCALE_SCHEMA)
     if rt.kind == "Pod":
         paths[f"{coll}/{{name}}/log"] = ops.log()
     if rt.namespaced:
