@@ -35,7 +35,10 @@ def job_doc() -> dict:
             "spec": {"runPolicy": {"backoffLimit": 0},
                      "pytorchReplicaSpecs": {
                          "Master": replica("echo master says hello; trap exit TERM; sleep 30 & wait"),
-                         "Worker": replica("echo worker says goodbye; exit 1")}}}
+                         # The worker fails the job; the master's container must have started by
+                         # then, or its pod is deleted with nothing to show (the worker's init check
+                         # passes once the master's pod has an address, before its container runs).
+                         "Worker": replica("echo worker says goodbye; sleep 2; exit 1")}}}
 
 
 async def phalanx(home, *args: str) -> tuple[int, str, str]:

@@ -444,7 +444,10 @@ async def test_deletion_also_kills_processes_that_left_the_group(env):
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
     stray = psutil.Process(int(pidfile.read_text()))
-    assert os.getpgid(stray.pid) == stray.pid  # its own group: killpg of the pod's group misses it
+    while os.getpgid(stray.pid) != stray.pid:  # the child of `&` has its own session once it exec'd setsid
+        assert time.monotonic() < deadline, "the stray process never made a session of its own"
+        await asyncio.sleep(0.05)
+    # Its own group: killpg of the pod's group misses it.
     await env.client.delete("Pod", "escape", "default", grace_period_seconds=1)
     await wait_gone(env, "escape")
     deadline = time.monotonic() + 5

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -48,8 +49,13 @@ def shot(driver, name: str) -> None:
 
 
 def text_of(driver, css: str) -> str:
-    found = driver.find_elements(By.CSS_SELECTOR, css)
-    return found[0].text if found else ""
+    """The element's text now; "" when there is none, or it was replaced while being read (the page
+    redraws its tables on every watch event)."""
+    try:
+        found = driver.find_elements(By.CSS_SELECTOR, css)
+        return found[0].text if found else ""
+    except StaleElementReferenceException:
+        return ""
 
 
 def wait_text(driver, css: str, predicate, what: str, timeout: float = WAIT) -> str:
