@@ -9,11 +9,10 @@ an I/O error is logged and the records dropped, never raised.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from phalanx.api.columns import pod_summary
 from phalanx.api.registry import JOB_KINDS
@@ -234,25 +233,38 @@ class HistoryRecorder:
             self._idle.clear()
             batch, self._pending = self._pending, {}
             deletes, self._deletes = self._deletes, []
+            work: list[tuple[JobKey, list[Record]]] = []
             for key, records in batch.items():
                 if len(records) > MAX_BATCH:
                     self._pending.setdefault(key, []).extend(records[MAX_BATCH:])
                     records = records[:MAX_BATCH]
-                await self._io(functools.partial(self.histories.append, key, records), f"append to {key.name}")
-                self.written += len(records)
-            for key in deletes:
-                await self._io(functools.partial(self.histories.delete, key), f"delete {key.name}")
+                work.append((key, records))
+            # One thread call per round for every job's appends and removals.
+            if self.threaded:
+                written, errors = await asyncio.to_thread(self._write_round, work, deletes)
+            else:
+                written, errors = self._write_round(work, deletes)
+            self.written += written
+            self.errors += errors
             await asyncio.sleep(0)
 
-    async def _io(self, fn: Callable[[], None], what: str) -> None:
-        try:
-            if self.threaded:
-                await asyncio.to_thread(fn)
-            else:
-                fn()
-        except (OSError, ValueError) as e:
-            self.errors += 1
-            log.warning("history: cannot %s: %s", what, e)
+    def _write_round(self, work: list[tuple[JobKey, list[Record]]], deletes: list[JobKey]) -> tuple[int, int]:
+        """Append each job's records, then remove the deleted jobs' files; (records written, I/O errors)."""
+        written = errors = 0
+        for key, records in work:
+            try:
+                self.histories.append(key, records)
+                written += len(records)
+            except (OSError, ValueError) as e:
+                errors += 1
+                log.warning("history: cannot append to %s: %s", key.name, e)
+        for key in deletes:
+            try:
+                self.histories.delete(key)
+            except (OSError, ValueError) as e:
+                errors += 1
+                log.warning("history: cannot delete %s: %s", key.name, e)
+        return written, errors
 
     def _record(self, job: _Job, kind: str, name: str, uid: str, state: str, detail: dict[str, Any]) -> None:
         """Queue a record when the object's signature changed."""

@@ -9,6 +9,7 @@ glob, as ``fnmatch``) matches the container's ``image``.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import sys
 import sysconfig
@@ -29,6 +30,7 @@ class PythonEnvironment:
         return self.prefix / "bin"
 
 
+@functools.cache
 def own_bin_dir() -> Path:
     """The scripts directory of the interpreter running Phalanx (a venv's ``bin``)."""
     scripts = sysconfig.get_path("scripts")

@@ -337,6 +337,7 @@ class SnapshotCache:
         """New resource dimensions: every parsed vector is void."""
         self._dims = dims
         self._node_list = None
+        self._queue_totals.clear()
         self._dirty.update(self._members)
         self._dirty.update(self._records)
         self._dirty.update(("job", ns or "default", n) for ns, n in self._objs["PodGroup"])
@@ -380,7 +381,7 @@ class SnapshotCache:
             self._base_changed.add(node)
         if rec.queue:
             self._queue_members.setdefault(rec.queue, set()).add(key)
-            self._queue_totals.pop(rec.queue, None)
+            self._count_in_totals(rec, 1)
 
     @staticmethod
     def _settled_record(job: JobInfo, dims: R.Dims) -> _Record:
@@ -405,7 +406,7 @@ class SnapshotCache:
                 members.discard(key)
                 if not members:
                     del self._queue_members[rec.queue]
-            self._queue_totals.pop(rec.queue, None)
+            self._count_in_totals(rec, -1)
 
     # ---------------------------------------------------------------- sums
     def _apply_base(self, node: NodeInfo, dims: R.Dims) -> None:
@@ -434,6 +435,30 @@ class SnapshotCache:
         node.nz_cpu += base.nz_cpu
         node.nz_mem += base.nz_mem
         node.ntasks += base.ntasks
+
+    def _count_in_totals(self, rec: _Record, sign: int) -> None:
+        """Add (``sign`` 1) or take out (-1) a settled record in its queue's kept totals. Exact
+        while the vectors hold whole numbers (millicores, bytes, milli-units: sums stay below 2**53);
+        any other value drops the totals, summed again in order when next needed."""
+        tot = self._queue_totals.get(rec.queue)
+        if tot is None:
+            return
+        vecs = (rec.allocated, rec.request, rec.inqueue, rec.elastic)
+        if not all(x.is_integer() for v in vecs for x in v):
+            del self._queue_totals[rec.queue]
+            return
+        step = R.add if sign > 0 else R.sub
+        for total, v in zip((tot.allocated, tot.request, tot.inqueue, tot.elastic), vecs):
+            step(total, v)
+        n = tot.phases.get(rec.phase, 0) + sign
+        if n:
+            tot.phases[rec.phase] = n
+        else:
+            tot.phases.pop(rec.phase, None)
+        if not R.is_empty(rec.allocated):
+            held = step(tot.priorities.setdefault(rec.priority, [0.0] * len(rec.allocated)), rec.allocated)
+            if not any(held):
+                del tot.priorities[rec.priority]
 
     def _totals(self, queue: str, dims: R.Dims) -> QueueTotals:
         tot = self._queue_totals.get(queue)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import uuid
 from typing import Any
 
 from phalanx.api.manifest import MAX_DEPTH, ShapeError, normalize_json
@@ -62,7 +61,15 @@ os.register_at_fork(after_in_child=_uid_rng.seed)  # a forked child must not rep
 
 
 def random_uid() -> str:
-    return str(uuid.UUID(int=_uid_rng.getrandbits(128), version=4))
+    """A version-4 uuid as ``str(uuid.UUID(int=bits, version=4))`` spells it, without building the UUID."""
+    n = _uid_rng.getrandbits(128) & _UID_KEEP | _UID_SET
+    h = "%032x" % n
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# RFC 4122's variant bits (10) and version 4, where uuid.UUID(version=4) puts them.
+_UID_KEEP = ~((0xc000 << 48) | (0xf000 << 64))
+_UID_SET = (0x8000 << 48) | (4 << 76)
 
 
 def invalid(rt: ResourceType, name: str, *errors: FieldError) -> Invalid:

@@ -39,6 +39,9 @@ class HpaAction:
 def desired_hpa(job: Obj, kind: str) -> Obj | None:
     """The HPA ``job`` wants (``desiredHPA``), or None: no elasticPolicy, no metrics, or no maxReplicas
     even after the defaults (the original dereferences it and fails)."""
+    raw = spec(job).get("elasticPolicy")
+    if not isinstance(raw, dict) or raw.get("metrics") is None:
+        return None  # the defaults never add an elasticPolicy or its metrics: no copy to default
     job = with_defaults(job, kind)
     ep = spec(job).get("elasticPolicy")
     if not isinstance(ep, dict) or ep.get("metrics") is None:
