@@ -96,9 +96,12 @@ class EmbeddedCluster:
         self.store.add_admission_plugin(PriorityAdmission(self.store))
         self.store.add_admission_plugin(self.network.admission_plugin)
         self.store.add_admission_plugin(commandcheck.admission_plugin)
+        # ``client``: the API's (and the user's) client, every write admitted in full; ``internal``: the
+        # components' own, trusted (their writes skip the schema decoding, see Store.create).
         self.client = LocalClient(self.store)
+        self.internal = LocalClient(self.store, trusted=True)
         self.log_provider = LogProvider(self.home, self.client)
-        self.log_janitor = LogJanitor(self.client, self.home)
+        self.log_janitor = LogJanitor(self.internal, self.home)
         # `phalanx exec`'s argv up to the pod: the MPI launcher's rsh agent and the API's pods/exec run it.
         exec_command = (sys.executable, "-m", "phalanx.cli.execcmd", "--home", str(self.home.absolute()))
         self.exec_provider = LocalExecProvider(self.home, exec_command)
@@ -114,23 +117,23 @@ class EmbeddedCluster:
         )
         # The series of this control plane's operator, scheduler and node agents (the API server serves them).
         self.metrics_registry = CollectorRegistry()
-        self.gc = GarbageCollector(self.client)
+        self.gc = GarbageCollector(self.internal)
         # The gang scheduler and, as Volcano's controller manager runs beside it, the
         # podgroup controller: both serve every name of ``config.scheduler_names``.
         own_name, *other_names = self.config.scheduler_names
         sched_config = replace(self.config.scheduler or SchedulerConfig(), scheduler_name=own_name,
                                extra_scheduler_names=tuple(other_names))
         self.scheduler: Scheduler | None = (
-            Scheduler(self.client, self.clock, sched_config, name=own_name,
+            Scheduler(self.internal, self.clock, sched_config, name=own_name,
                       metrics=SchedulerMetrics(self.metrics_registry)) if scheduler else None)
         self.podgroups: PodGroupController | None = (
-            PodGroupController(self.client, sched_config.scheduler_names) if scheduler else None)
-        self.namespaces = NamespaceController(self.client)
+            PodGroupController(self.internal, sched_config.scheduler_names) if scheduler else None)
+        self.namespaces = NamespaceController(self.internal)
         # Every job's states and events, for `phalanx timeline` and describe (also in split mode).
         self.histories = JobHistories(self.home / "history")
-        self.history = HistoryRecorder(self.client, self.histories, self.clock)
+        self.history = HistoryRecorder(self.internal, self.histories, self.clock)
         self.jobs: JobController | None = (
-            JobController(self.client, self.clock, options, workers=self.config.operator.workers,
+            JobController(self.internal, self.clock, options, workers=self.config.operator.workers,
                           metrics=OperatorMetrics(self.metrics_registry))
             if controllers else None)
         agent_cfg = AgentConfig(
@@ -140,13 +143,13 @@ class EmbeddedCluster:
         )
         node_metrics = NodeMetrics(self.metrics_registry)
         self.agents = [
-            NodeAgent(self.client, self.clock, n.name, self.home, self.network, agent_cfg, metrics=node_metrics)
+            NodeAgent(self.internal, self.clock, n.name, self.home, self.network, agent_cfg, metrics=node_metrics)
             for n in self.config.nodes
         ]
         # kube-controller-manager's HPA controller, on the pods' cpu as their processes use it.
         hpa = self.config.autoscaler
         self.pod_cpu = PodCpuUsage(lambda: [a.runtime for a in self.agents], self.clock, hpa.sync_period)
-        self.autoscaler = HPAController(self.client, self.clock, self.pod_cpu.usage, AutoscalerSettings(
+        self.autoscaler = HPAController(self.internal, self.clock, self.pod_cpu.usage, AutoscalerSettings(
             sync_period=hpa.sync_period, downscale_stabilization=hpa.downscale_stabilization,
             tolerance=hpa.tolerance, readiness=Readiness(hpa.cpu_initialization_period, hpa.initial_readiness_delay)))
         self._tasks: list[asyncio.Task[Any]] = []

@@ -154,7 +154,7 @@ def _pod_priority_fields(pod: Obj) -> list[FieldError]:
 
 
 def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_NAMESPACE,
-          warnings: list[str] | None = None, kubeflow_admission: bool = True) -> Obj:
+          warnings: list[str] | None = None, kubeflow_admission: bool = True, trusted: bool = False) -> Obj:
     """Parse, default and validate ``obj``; return the object to store.
 
     ``old`` is the stored object on update (for immutable fields). The input
@@ -166,9 +166,13 @@ def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_
     plain apiserver with the CRDs installed and no training operator webhook:
     the job kinds are decoded and checked against their schema only (no
     defaults, no webhook rules); every other kind is admitted as usual.
+    ``trusted``: a write of the control plane's own components, which build
+    their objects from admitted ones: the schema decoding (unknown fields,
+    JSON types) is skipped; the shape check, defaults and every validation
+    rule still run.
     """
     try:
-        return _admit(obj, old, namespace_default, warnings, kubeflow_admission)
+        return _admit(obj, old, namespace_default, warnings, kubeflow_admission, trusted)
     except ApiError:
         raise
     except RecursionError:
@@ -180,6 +184,7 @@ def admit(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_
 # admit never changes its input and returns a fresh deep copy (normalize_json):
 # the store relies on it to skip its own deep copy (Store._own_copy).
 admit.returns_fresh_copy = True  # type: ignore[attr-defined]
+admit.accepts_trusted = True  # type: ignore[attr-defined]
 
 
 def plain_admit(obj: Any, old: Obj | None = None, **kwargs: Any) -> Obj:
@@ -188,6 +193,7 @@ def plain_admit(obj: Any, old: Obj | None = None, **kwargs: Any) -> Obj:
 
 
 plain_admit.returns_fresh_copy = True  # type: ignore[attr-defined]
+plain_admit.accepts_trusted = True  # type: ignore[attr-defined]
 
 
 def default_object(obj: Any, old: Obj | None = None, *, namespace_default: str = DEFAULT_NAMESPACE) -> Obj:
@@ -195,7 +201,7 @@ def default_object(obj: Any, old: Obj | None = None, *, namespace_default: str =
     validation after them (a mutating webhook's part). Raises as ``admit``
     does when the object cannot be parsed; the input is never modified."""
     try:
-        return _parse_and_default(obj, old if isinstance(old, dict) else None, namespace_default, True)[0]
+        return _parse_and_default(obj, old if isinstance(old, dict) else None, namespace_default, True, False)[0]
     except ApiError:
         raise
     except RecursionError:
@@ -205,9 +211,9 @@ def default_object(obj: Any, old: Obj | None = None, *, namespace_default: str =
 
 
 def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str] | None,
-           kubeflow_admission: bool) -> Obj:
+           kubeflow_admission: bool, trusted: bool) -> Obj:
     old = old if isinstance(old, dict) else None
-    data, rt, kind, prefix = _parse_and_default(obj, old, namespace_default, kubeflow_admission)
+    data, rt, kind, prefix = _parse_and_default(obj, old, namespace_default, kubeflow_admission, trusted)
     meta = data["metadata"]
     errs = validate_object_meta(meta, namespaced=rt.namespaced, name_fn=kind.name_rule)
     errs += kind.validate(data, old)
@@ -226,7 +232,7 @@ def _admit(obj: Any, old: Obj | None, namespace_default: str, warnings: list[str
 
 
 def _parse_and_default(obj: Any, old: Obj | None, namespace_default: str,
-                       kubeflow_defaults: bool) -> tuple[Obj, ResourceType, _Kind, str]:
+                       kubeflow_defaults: bool, trusted: bool) -> tuple[Obj, ResourceType, _Kind, str]:
     if not isinstance(obj, dict):
         raise BadRequest(f"the object must be a mapping (JSON object), got {json_type_name(obj)}")
     rt = _resource_type(obj)
@@ -238,7 +244,8 @@ def _parse_and_default(obj: Any, old: Obj | None, namespace_default: str,
     except ShapeError as e:
         path = _short(_render_loc(kind.model, e.loc)[0], 160) if e.loc else "<root>"
         raise Invalid([FieldError(path, "Invalid", e.detail, e.value_type)], prefix=prefix) from None
-    _parse(kind.model, data, rt, prefix)
+    if not trusted:
+        _parse(kind.model, data, rt, prefix)
 
     meta = data.setdefault("metadata", {})
     if rt.namespaced:

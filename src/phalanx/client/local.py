@@ -19,8 +19,10 @@ class LocalClient:
     # they cache, share one decoded object per event instead of one copy each.
     shares_watch_objects = True
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, trusted: bool = False) -> None:
+        # ``trusted``: the client of the control plane's own components (see Store.create).
         self.store = store
+        self.trusted = trusted
 
     async def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
         return self.store.get(kind, name, namespace)
@@ -36,17 +38,17 @@ class LocalClient:
         return ObjectList(items, rv)
 
     async def create(self, obj: Obj) -> Obj:
-        out = self.store.create(obj)
+        out = self.store.create(obj, trusted=self.trusted)
         await self.store.flush()
         return out
 
     async def update(self, obj: Obj) -> Obj:
-        out = self.store.update(obj)
+        out = self.store.update(obj, trusted=self.trusted)
         await self.store.flush()
         return out
 
     async def update_status(self, obj: Obj) -> Obj:
-        out = self.store.update_status(obj)
+        out = self.store.update_status(obj, trusted=self.trusted)
         await self.store.flush()
         return out
 
@@ -54,7 +56,7 @@ class LocalClient:
         self, kind: str, name: str, namespace: str | None, patch: Any,
         patch_type: str = "merge", subresource: str | None = None,
     ) -> Obj:
-        out = self.store.patch(kind, name, namespace, patch, patch_type, subresource)
+        out = self.store.patch(kind, name, namespace, patch, patch_type, subresource, trusted=self.trusted)
         await self.store.flush()
         return out
 

@@ -112,6 +112,7 @@ class Store:
         self._name_rng = name_rng
         self._admission = admission
         self._admission_copies = bool(getattr(admission, "returns_fresh_copy", False))
+        self._admission_trusts = bool(getattr(admission, "accepts_trusted", False))
         self._plugins: Plugins = []
         self._data: dict[str, dict[str | None, dict[str, Entry]]] = {k: {} for k in all_kinds()}
         # Weak: a watch its consumer dropped without closing disappears by itself.
@@ -254,7 +255,9 @@ class Store:
 
     # ------------------------------------------------------------------ writes
 
-    def create(self, obj: Obj) -> Obj:
+    def create(self, obj: Obj, *, trusted: bool = False) -> Obj:
+        """Store a new object. ``trusted``: written by the control plane's own
+        components (admission then skips the schema decoding, see ``admit``)."""
         obj = self._own_copy(obj)
         rt = resource_type_of(obj)
         meta = checked_meta(rt, obj)
@@ -278,7 +281,7 @@ class Store:
         stamp = self._creation_stamp(rt)
         meta.update(stamp)
 
-        obj = self._admit(obj, None)
+        obj = self._admit(obj, None, trusted)
         if not isinstance(obj.get("metadata"), dict):
             raise ApiError("Internal error occurred: admission removed metadata")
         ns = object_namespace(rt, obj, name)  # after admission, which may default it
@@ -299,9 +302,10 @@ class Store:
             raise
         return codec.loads(raw)
 
-    def update(self, obj: Obj) -> Obj:
+    def update(self, obj: Obj, *, trusted: bool = False) -> Obj:
         """Replace spec and metadata (status too for kinds without a status
-        subresource). A set, stale ``metadata.resourceVersion`` raises Conflict."""
+        subresource). A set, stale ``metadata.resourceVersion`` raises Conflict.
+        ``trusted`` as for ``create``."""
         obj = self._own_copy(obj)
         rt = resource_type_of(obj)
         meta = checked_meta(rt, obj)
@@ -314,21 +318,21 @@ class Store:
         keep_system_fields(rt, obj, old)
         check_finalizers(rt, name, obj, old)
 
-        obj = self._admit(obj, codec.loads(entry.raw))
+        obj = self._admit(obj, old, trusted)  # admission never changes ``old``
         check_identity(rt, obj, ns, name)
         obj = self._run_plugins("update", obj, self._plugin_old(entry, old))
         check_identity(rt, obj, ns, name)
         keep_system_fields(rt, obj, old)
         return self._finish_update(rt, ns, name, old, obj)
 
-    def update_status(self, obj: Obj) -> Obj:
+    def update_status(self, obj: Obj, *, trusted: bool = False) -> Obj:
         """Replace only ``status``; spec and metadata stay as stored. For kinds
         without a status subresource (PodGroup, Event) this is ``update``."""
         if not isinstance(obj, dict):
             raise BadRequest("the object must be a JSON object")
         rt = resource_type_of(obj)
         if not rt.has_status:
-            return self.update(obj)
+            return self.update(obj, trusted=trusted)
         # Only metadata (read) and status (copied by checked_status) are used:
         # no deep copy of the rest, which the status subresource ignores.
         obj = dict(obj)
@@ -346,7 +350,9 @@ class Store:
         new = self._run_plugins("update", new, self._plugin_old(entry, old))
         check_identity(rt, new, ns, name)
         status = new.get("status")
-        new = codec.loads(entry.raw)  # plugins may only change status here
+        # Plugins may only change status here: the rest is the stored object's (``old``, a private
+        # copy; only the new metadata dict is written to below).
+        new = {**old, "metadata": dict(old["metadata"])}
         if status is None:
             new.pop("status", None)
         else:
@@ -361,10 +367,12 @@ class Store:
         patch: Any,
         patch_type: str = "merge",
         subresource: str | None = None,
+        *,
+        trusted: bool = False,
     ) -> Obj:
         """Apply a merge (RFC 7386) or JSON (RFC 6902) patch, then update (or
         update_status for ``subresource="status"``). Unconditional unless the
-        patch sets ``metadata.resourceVersion``."""
+        patch sets ``metadata.resourceVersion``. ``trusted`` as for ``create``."""
         rt = resource_type(kind)
         ns = request_namespace(rt, namespace)
         if subresource not in (None, "", "status"):
@@ -372,8 +380,8 @@ class Store:
         current = codec.loads(self._lookup(rt, ns, name).raw)
         new = patched(rt, ns, name, current, patch, patch_type)
         if subresource == "status":
-            return self.update_status(new)
-        return self.update(new)
+            return self.update_status(new, trusted=trusted)
+        return self.update(new, trusted=trusted)
 
     def delete(
         self,
@@ -565,11 +573,14 @@ class Store:
 
     # ------------------------------------------------------------------ admission
 
-    def _admit(self, obj: Obj, old: Obj | None) -> Obj:
+    def _admit(self, obj: Obj, old: Obj | None, trusted: bool = False) -> Obj:
         if self._admission is None:
             return obj
         try:
-            res = self._admission(obj, old)
+            if trusted and self._admission_trusts:
+                res = self._admission(obj, old, trusted=True)  # type: ignore[call-arg]
+            else:
+                res = self._admission(obj, old)
         except ApiError:
             raise
         except Exception as e:  # a bug in admission must not look like a crash to the caller
