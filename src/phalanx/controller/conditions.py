@@ -120,7 +120,7 @@ class StatusWriter:
         self.name = name
         self.namespace = namespace
         self.now = now
-        self.before = copy.deepcopy(as_dict(status))
+        self.before = as_dict(status)  # read only: the status as reconciled (callers' object, never changed)
         self.status: Obj = copy.deepcopy(as_dict(status))
         self._condition_events: list[tuple[Obj, Event]] = []
         self.events: list[Event] = []

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 DELETED = "<deleted>"
 DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
 MAX_BATCH = 2000  # records written per job in one go (the rest wait for the next round)
+ROUND_GATHER = 0.05  # seconds a round waits for more records before its one thread call
 _LEADING_INT = re.compile(r"\d+")
 
 
@@ -231,6 +232,8 @@ class HistoryRecorder:
                 await self._wake.wait()
                 continue
             self._idle.clear()
+            if self.threaded and not self._stopping:
+                await asyncio.sleep(ROUND_GATHER)
             batch, self._pending = self._pending, {}
             deletes, self._deletes = self._deletes, []
             work: list[tuple[JobKey, list[Record]]] = []

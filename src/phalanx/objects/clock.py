@@ -5,6 +5,7 @@ code can run in real time or on a virtual clock (simulation, unit tests).
 """
 from __future__ import annotations
 
+import functools
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -61,6 +62,12 @@ def format_micro_time(t: datetime) -> str:
 def parse_time(s: str | None) -> datetime | None:
     if not s:
         return None
+    return _parse_time(s) if s.__class__ is str else _parse_time.__wrapped__(s)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_time(s: str) -> datetime:
+    """Timestamps repeat (one per second, many objects each): parsed once each (datetimes are immutable)."""
     s = s.strip()
     if s.endswith("Z"):
         s = s[:-1] + "+00:00"

@@ -300,7 +300,7 @@ class Store:
         except BaseException:
             self._notify_delete(obj)  # release what the plugins allocated
             raise
-        return codec.loads(raw)
+        return obj  # the store keeps only ``raw``: this private copy is the caller's
 
     def update(self, obj: Obj, *, trusted: bool = False) -> Obj:
         """Replace spec and metadata (status too for kinds without a status
@@ -519,7 +519,7 @@ class Store:
         if limit_size:
             check_size(rt, name, raw)
         self._commit_put(rt, ns, name, obj, raw, rv, "MODIFIED")
-        return codec.loads(raw)
+        return obj  # as in create: the caller's, the store keeps ``raw``
 
     def _commit_put(self, rt: ResourceType, ns: str | None, name: str, obj: Obj, raw: str, rv: int, type_: str) -> None:
         entry = make_entry(rt.kind, obj, raw, rv)
