@@ -20,7 +20,7 @@ from phalanx.node import instancefiles as files
 from phalanx.node.agent import NodeAgent
 from phalanx.node.logs import pod_dir
 from phalanx.node.network import LocalNetwork
-from phalanx.node.podrecords import POD_META
+from phalanx.node.podrecords import POD_META, parse_record
 from phalanx.node.podworker import PodWorker
 from phalanx.node.processes import ProcessRuntime
 from phalanx.node.volumes import ROOT_DIR
@@ -104,7 +104,10 @@ async def test_a_start_and_forget_create_no_file_on_the_event_loop(tmp_path, mon
         assert created.on_loop == []
         assert not files.record_path(inst.log_path).exists()
         assert inst.log_path.exists()  # logs stay
-        assert json.loads((pdir / POD_META).read_text())["finishedAt"]
+        text = (pdir / POD_META).read_text()
+        assert json.loads(text.splitlines()[0])["finishedAt"] is None  # the record as first written ...
+        assert parse_record(text)["finishedAt"]  # ... and the finish noted after it, in the same file
+        assert not (pdir / (POD_META + ".tmp")).exists()
     finally:
         await rt.shutdown(0)
 

@@ -343,3 +343,23 @@ async def test_janitor_sweeps_crash_leftovers_at_start_and_follows_deletions(tmp
     finally:
         await j.stop()
         await asyncio.wait_for(task, 5)
+
+
+def test_a_record_reads_its_appended_finish_note_and_survives_a_torn_line(tmp_path):
+    from datetime import datetime, timezone
+
+    from phalanx.node.podrecords import mark_finished, parse_record
+    pdir = tmp_path / "default_p_11111111-2222-3333-4444-555555555555"
+    pdir.mkdir()
+    # A record as older agents wrote it: one line, no newline at its end.
+    (pdir / POD_META).write_text(json.dumps({"name": "p", "uid": "u", "finishedAt": None}))
+    first = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    mark_finished(pdir, first)
+    mark_finished(pdir, datetime(2026, 1, 2, tzinfo=timezone.utc))  # the first finish stays
+    text = (pdir / POD_META).read_text()
+    assert len(text.splitlines()) == 2
+    assert parse_record(text) == {"name": "p", "uid": "u", "finishedAt": first.isoformat()}
+    assert parse_record(text + '{"finishedAt": "2026-0') == parse_record(text)  # a torn note is ignored
+    assert parse_record('{"name": ') is None and parse_record("[1]") is None
+    mark_finished(tmp_path / "missing", first)  # never fails, creates nothing
+    assert not (tmp_path / "missing").exists()

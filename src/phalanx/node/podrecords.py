@@ -68,21 +68,47 @@ def pod_meta(pod: dict, now: datetime, node: str = "") -> dict[str, Any]:
 
 
 def mark_finished(pod_directory: Path, now: datetime) -> None:
-    """Note in the record when the pod's processes were let go (never fails)."""
+    """Note in the record when the pod's processes were let go (never fails): a line appended to
+    the record (no new file: creating files is the costly part of a container's start and end)."""
     path = Path(pod_directory) / POD_META
     try:
-        data = json.loads(path.read_text())
-        if isinstance(data, dict) and not data.get("finishedAt"):
-            data["finishedAt"] = now.isoformat()
-            write_json(path, data)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "r+") as f:
+            text = f.read()
+            data = parse_record(text)
+            if data is not None and not data.get("finishedAt"):
+                f.write(("" if text.endswith("\n") else "\n") + json.dumps({"finishedAt": now.isoformat()}) + "\n")
     except (OSError, ValueError):
         pass
 
 
+def parse_record(text: str) -> dict[str, Any] | None:
+    """A record file's content: the record (its first line) with the notes appended after it
+    (``finishedAt``); a torn last line is ignored. None when the first line is no JSON object."""
+    lines = text.split("\n")
+    try:
+        data = json.loads(lines[0])
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    for line in lines[1:]:
+        try:
+            note = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if isinstance(note, dict) and not data.get("finishedAt"):
+            data.update({k: v for k, v in note.items() if k == "finishedAt"})
+    return data
+
+
 def write_json(path: Path, data: dict) -> None:
-    """Replace ``path`` at once (never a half-written record)."""
+    """Replace ``path`` at once (never a half-written record): one line, ended."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True))
+    tmp.write_text(json.dumps(data, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 
@@ -229,7 +255,7 @@ class PodRecords:
         rec = None
         if stamp != -1:
             try:
-                rec = _from_meta(d, json.loads(meta.read_text()), ns, uid)
+                rec = _from_meta(d, parse_record(meta.read_text()), ns, uid)
             except (OSError, ValueError):
                 rec = None
             if rec is not None:
