@@ -86,6 +86,9 @@ class JobHistories:
 
     def path(self, key: JobKey) -> Path:
         key.check()
+        return self._file(key)
+
+    def _file(self, key: JobKey) -> Path:
         return self.root / key.namespace / f"{key.kind}_{key.name}_{key.uid}.jsonl"
 
     def append(self, key: JobKey, records: list[Record]) -> None:
@@ -93,8 +96,9 @@ class JobHistories:
         the job's own states are kept, after one Truncated mark."""
         if not records:
             return
-        path = self.path(key)
         n = self._counts.get(key)
+        first = n is None  # first append of this process: the key is checked, the folder made
+        path = self.path(key) if first else self._file(key)
         if n is None:
             n = _count_lines(path)
         lines = []
@@ -111,7 +115,8 @@ class JobHistories:
         self._counts[key] = n
         if not lines:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if first:
+            path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
 

@@ -21,6 +21,7 @@ Replica types are always walked in the framework's fixed order.
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -63,7 +64,7 @@ from phalanx.controller.job.restarts import (
     restarts_in_place,
 )
 from phalanx.objects.clock import format_time, parse_time
-from phalanx.objects.meta import Obj, annotations_of, is_deleting, name_of
+from phalanx.objects.meta import Obj, annotations_of, is_deleting, metadata_of, name_of
 
 MANAGED_BY_US = "kubeflow.org/training-operator"
 
@@ -102,12 +103,27 @@ def with_defaults(job: Obj, kind: str) -> Obj:
     spec, api_kind = job.get("spec"), kubeflow.FRAMEWORKS.get(kind)
     if not isinstance(spec, dict) or api_kind is None:
         return job
+    key = (kind, str(metadata_of(job).get("uid") or ""), name_of(job))
+    hit = _DEFAULTED.get(key)
+    if hit is not None and hit[0] == spec:  # the defaults depend on the spec only
+        _DEFAULTED.move_to_end(key)
+        return {**job, "spec": hit[1]}
     out = {**job, "spec": copy.deepcopy(spec)}
     try:
         kubeflow.default_job(out, api_kind)
     except (AttributeError, TypeError, KeyError):
         return job
+    _DEFAULTED[key] = (copy.deepcopy(spec), out["spec"])
+    while len(_DEFAULTED) > _DEFAULTED_MAX:
+        _DEFAULTED.popitem(last=False)
     return out
+
+
+# The last defaulted spec of each job, with the spec it came from (a copy: compared by value, so a
+# spec changed in place is defaulted again). A job is reconciled several times per spec version;
+# the defaulted spec is read only, as every object the reconcile gets.
+_DEFAULTED: OrderedDict[tuple[str, str, str], tuple[Obj, Obj]] = OrderedDict()
+_DEFAULTED_MAX = 4096
 
 
 def reconcile(
