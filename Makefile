@@ -83,7 +83,7 @@ lint: install-test
 
 # --no-skips: a test skipped because something is missing fails (a skip would hide a missing install).
 test: system-deps install-test lint envtest
-	KUBEBUILDER_ASSETS=$(or $(KUBEBUILDER_ASSETS),$(ENVTEST_DIR)) $(PY) -m pytest -q --no-skips
+	KUBEBUILDER_ASSETS=$(or $(KUBEBUILDER_ASSETS),$(ENVTEST_DIR)) $(PY) -m pytest -q --no-skips --durations=25
 
 bench: install-test
 	$(PY) benchmarks/scheduler_throughput.py

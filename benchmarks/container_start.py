@@ -50,7 +50,7 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _shimd_cpu(state: Path) -> tuple[float, float]:
+def shimd_cpu(state: Path) -> tuple[float, float]:
     """CPU of the state dir's shim fork servers themselves, and of what they
     reaped (shims and their containers); (0, 0) without one."""
     own = kids = 0.0
@@ -88,21 +88,22 @@ async def one(rt: ProcessRuntime, i: int) -> tuple[float, float]:
     return dt, dc
 
 
-async def run(n: int, mode: str, concurrency: int, warmup: int) -> dict:
-    with tempfile.TemporaryDirectory() as d:
+async def run(n: int, mode: str, concurrency: int, warmup: int, where: str | None = None) -> dict:
+    """``n`` cycles (start, exit, forget) ``concurrency`` at a time, in a state directory under ``where``."""
+    with tempfile.TemporaryDirectory(dir=where) as d:
         state = Path(d)
         rt = make_runtime(state, mode)
         for i in range(warmup):  # starts the fork server, warms caches
             await one(rt, -1 - i)
         await asyncio.sleep(0.2)
-        cpu0, kids0, shimd0, wall0 = _self_cpu(), _children_cpu(), _shimd_cpu(state), time.perf_counter()
+        cpu0, kids0, shimd0, wall0 = _self_cpu(), _children_cpu(), shimd_cpu(state), time.perf_counter()
         out: list[tuple[float, float]] = []
         for base in range(0, n, concurrency):
             out += await asyncio.gather(*(one(rt, base + k) for k in range(min(concurrency, n - base))))
         await asyncio.sleep(0.3)  # let the fork server reap the last shims
         wall = time.perf_counter() - wall0
         cpu, kids = _self_cpu() - cpu0, _children_cpu() - kids0
-        shimd1 = _shimd_cpu(state)
+        shimd1 = shimd_cpu(state)
         server, shims = shimd1[0] - shimd0[0], shimd1[1] - shimd0[1]
     return {"lat": [a for a, _ in out], "start_cpu": [b for _, b in out], "cpu": cpu, "kids": kids,
             "server": server, "shims": shims, "wall": wall}
