@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import container_start
+
 from phalanx.cluster import EmbeddedCluster
 from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
 
