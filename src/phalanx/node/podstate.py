@@ -478,10 +478,11 @@ def decide(
     else:
         ready_args = (True, None, None)
     scheduled = old_conds.get("PodScheduled") or cond("PodScheduled", True)
+    # A PodCondition holds scalars only: a flat copy is a whole one.
     conditions = [sandbox, init_c, cond("Ready", *ready_args), cond("ContainersReady", *ready_args),
-                  copy.deepcopy(scheduled)]
+                  dict(scheduled)]
     # Conditions the agent does not own (DisruptionTarget, ...) are kept.
-    conditions += [copy.deepcopy(c) for t, c in old_conds.items() if t not in _OWN_CONDITIONS]
+    conditions += [dict(c) for t, c in old_conds.items() if t not in _OWN_CONDITIONS]
 
     # Status, in the kubelet's key order; fields we do not own are kept.
     status: Obj = {}

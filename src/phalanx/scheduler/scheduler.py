@@ -518,8 +518,7 @@ class Scheduler:
         uid = meta(current).get("uid")
         where = f"{ns}/{name}" if ns else name
         for _ in range(MAX_RETRIES):
-            obj = copy.deepcopy(current)
-            obj["status"] = status
+            obj = {**current, "metadata": dict(meta(current)), "status": status}  # the client copies it in
             try:
                 written = await write(obj)
                 self._remember(kind, written)
