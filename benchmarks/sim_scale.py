@@ -13,7 +13,7 @@ Profiles:
 
 Prints wall time, virtual time, the speed-up (virtual / wall), peak RSS, the
 number of loop events, store writes, scheduler sessions, and the workload's
-own summary. ``--profile`` adds the cProfile hot spots (cumulative, top 30).
+own summary. ``--cprofile`` adds the cProfile hot spots (top 30 by cumulative and by own time).
 
     .venv/bin/python benchmarks/sim_scale.py [--profile week-1k|day-1k|burst-10k] [--cprofile]
 """
@@ -137,7 +137,9 @@ def main() -> int:
                                         "stats": s.__dict__, "summary": d}, indent=1, default=str))
     if prof is not None:
         buf = io.StringIO()
-        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(30)
+        stats = pstats.Stats(prof, stream=buf)
+        stats.sort_stats("cumulative").print_stats(30)
+        stats.sort_stats("tottime").print_stats(30)
         print(buf.getvalue())
     return 0
 

@@ -257,6 +257,25 @@ async def test_informers_of_one_process_share_objects_and_transforms_reuse_them(
     assert mutated_shared_objects() == []
 
 
+async def test_a_trim_applies_to_what_the_informer_alone_holds(store: Store, checking) -> None:
+    store.create(pod("listed", node="n1"))
+    client = LocalClient(store)
+    full, trimmed = Informer(client, "Pod"), Informer(client, "Pod", trim=_node_only)
+    plain = Informer(_PlainClient(client), "Pod", trim=_node_only)  # type: ignore[arg-type]
+    for inf in (full, trimmed, plain):
+        await inf.start()
+        await inf.wait_synced(1)
+    assert trimmed.get("default", "listed")["spec"] == {"nodeName": "n1"}  # a list result: its own copy
+    store.create(pod("watched", node="n2"))
+    await eventually(lambda: all(i.get("default", "watched") is not None for i in (full, trimmed, plain)),
+                     what="the new pod in every informer")
+    assert trimmed.get("default", "watched") is full.get("default", "watched")  # shared: held whole
+    assert plain.get("default", "watched")["spec"] == {"nodeName": "n2"}  # a private copy: trimmed
+    for inf in (full, trimmed, plain):
+        await inf.stop()
+    assert mutated_shared_objects() == []
+
+
 class _PlainClient:
     """A Client that does not share watch objects (any wrapper, the HTTP client)."""
 

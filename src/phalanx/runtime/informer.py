@@ -31,8 +31,12 @@ class Informer:
     client that shares watch objects (``LocalClient.shares_watch_objects``)
     every informer of the process gets the same object for an event, so a
     mutation would corrupt them all. A ``transform`` (which must not mutate its
-    argument either) trims objects before they are cached (e.g. to metadata
-    only) to save memory, like client-go's SetTransform.
+    argument either) changes objects before they are cached, like client-go's
+    SetTransform. A ``trim`` is a transform that only drops what the consumer
+    never reads, to save memory: it is applied to the objects this informer
+    alone holds (list results, a watch that does not share), not to shared
+    ones, which the process's other informers hold whole anyway (a trimmed
+    copy would add to the shared object, not replace it).
     """
 
     def __init__(
@@ -42,6 +46,7 @@ class Informer:
         namespace: str | None = None,
         *,
         transform: Callable[[Obj], Obj] | None = None,
+        trim: Callable[[Obj], Obj] | None = None,
         retry_cap: float = 5.0,
     ) -> None:
         self.client = client
@@ -52,6 +57,7 @@ class Informer:
         except KeyError:
             self._namespaced = True
         self._transform = transform
+        self._trim = trim
         self._retry_cap = retry_cap
         self._cache: dict[str | None, dict[str, Obj]] = {}
         self._handlers: list[Handler] = []
@@ -129,10 +135,12 @@ class Informer:
         """Watch (re-watching when a stream ends) until Gone is raised."""
         while not self._stopped:
             seen = 0
-            if getattr(self.client, "shares_watch_objects", False) is True:
+            shared = getattr(self.client, "shares_watch_objects", False) is True
+            if shared:
                 stream = self.client.watch(self.kind, self.namespace, resource_version=rv, shared=True)  # type: ignore[call-arg]
             else:
                 stream = self.client.watch(self.kind, self.namespace, resource_version=rv)
+            trim = None if shared else self._trim
             async with closing_stream(stream):
                 async for ev in stream:
                     seen += 1
@@ -140,7 +148,7 @@ class Informer:
                     if ev.type == "ERROR":
                         raise Gone(str(ev.object.get("message", "watch error")))
                     if ev.type != "BOOKMARK":
-                        self._apply(ev.type, ev.object)
+                        self._apply(ev.type, ev.object if trim is None else trim(ev.object))
                     if new_rv:
                         rv = new_rv
                         self.last_resource_version = rv
@@ -170,6 +178,8 @@ class Informer:
 
     def _replace(self, items: list[Obj]) -> None:
         """Make the cache equal to a fresh list, replaying the differences."""
+        if self._trim is not None:
+            items = [self._trim(o) for o in items]
         if self._transform is not None:
             items = [self._transform(o) for o in items]
         fresh = {self._key(o): o for o in items}

@@ -169,7 +169,7 @@ class Scheduler:
         factory = self._informer_factory
         if factory is None:
             def factory(client: Client, kind: str) -> Any:
-                return Informer(client, kind, transform=trim_pod if kind == "Pod" else None)
+                return Informer(client, kind, trim=trim_pod if kind == "Pod" else None)
         for kind in ("Node", "Queue", "PodGroup", "Pod"):
             inf = factory(self.client, kind)
             inf.add_handler(self._handler(kind))

@@ -33,7 +33,7 @@ from phalanx.objects.errors import AlreadyExists, ApiError, BadRequest, FieldErr
 from phalanx.objects.selectors import parse_field_selector, parse_label_selector
 from phalanx.store import codec
 from phalanx.store.commit import Committer
-from phalanx.store.decode import SharedEvent
+from phalanx.store.decode import Interner, SharedEvent
 from phalanx.store.entry import Entry, make_entry
 from phalanx.store.errors import PatchRejected, PreconditionConflict
 from phalanx.store.patch import json_equal
@@ -103,10 +103,13 @@ class Store:
         uid_factory: Callable[[], str] | None = None,
         name_rng: random.Random | None = None,
         group_commit: bool = False,
+        interner: Interner | None = None,
     ) -> None:
         # ``uid_factory`` / ``name_rng``: where uids and generateName suffixes come
         # from (default: random version-4 uuids and the module's random); a simulation passes
         # deterministic ones so the same inputs give the same objects.
+        # ``interner``: hash-conses what shared watchers get (see store/decode.py).
+        self._interner = interner
         self._clock = clock
         self._new_uid = uid_factory or random_uid
         self._name_rng = name_rng
@@ -558,7 +561,7 @@ class Store:
         watchers = self._watchers[ev.kind]
         if not watchers:
             return
-        shared = SharedEvent(ev.raw)  # decoded once for every shared watcher
+        shared = SharedEvent(ev.raw, self._interner)  # decoded once for every shared watcher
         takers = 0
         for w, start in tuple(watchers.items()):
             if ev.rv > start and (w.namespace is None or w.namespace == ev.namespace):
