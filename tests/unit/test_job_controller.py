@@ -114,7 +114,8 @@ async def test_plan_is_applied_status_first_then_podgroup_deletions_services_pod
         ("Normal", "SuccessfulCreatePod", "Created pod: p-new"),
         ("Normal", "PyTorchJobRunning", "PyTorchJob pytest is running."),
     ]
-    assert res is not None and res.requeue_after == 0.0  # creations: look again at once
+    assert res is None  # the creations' watch events drive the next round
+    assert jc.expectations.awaited(KEY) == {("Service", "default", "s-new"): 1300.0, ("Pod", "default", "p-new"): 1300.0}
 
 
 async def test_status_conflict_stops_the_plan_and_retries_shortly():
@@ -161,6 +162,64 @@ async def test_ttl_deletes_the_job():
     assert rec.events == [("Normal", "SuccessfulDeleteJob", "Deleted job: pytest")]
 
 
+# ----------------------------------------------------------------- expectations
+
+
+def created_pod(name: str) -> dict:
+    return {**obj("Pod", name), "metadata": {
+        "name": name, "namespace": "default", "uid": f"uid-{name}",
+        "ownerReferences": [{"kind": "PyTorchJob", "name": "pytest", "uid": JOB_UID, "controller": True}]}}
+
+
+async def test_a_job_is_not_reconciled_until_its_caches_have_seen_what_it_created():
+    job = pytorch_job()
+    jc, client, _ = make(job)
+    plan = Plan(create_pods=[created_pod("pytest-master-0"), created_pod("pytest-worker-0")])
+    assert await jc.apply(KEY, "PyTorchJob", job, plan) is None
+    client.calls.clear()
+    jc.clock.advance(10)
+    res = await jc.reconcile(KEY)  # the pods' events are still on their way: nothing is created again
+    assert client.calls == [] and res.requeue_after == ctl.EXPECTATIONS_TIMEOUT - 10
+    jc._owned_handler("ADDED", created_pod("pytest-master-0"), None)
+    assert await jc.reconcile(KEY) is not None and client.calls == []  # one is still awaited
+    jc.pods = FakeInformer(created_pod("pytest-worker-0"))  # in the cache: seen, whatever became of its event
+    assert jc.expectations.pending(KEY, jc.clock.monotonic(), jc._cached) is None and not jc.expectations
+    jc.pods = FakeInformer()
+    jc.expectations.expect(KEY, ("Pod", "default", "pytest-worker-0"), jc.clock.monotonic() - 10)
+    jc._owned_handler("ADDED", created_pod("pytest-worker-0"), None)
+    assert not jc.expectations
+    assert jc.controller.queue._queue.count(KEY) == 1  # the last event enqueued the job once
+    await jc.reconcile(KEY)
+    assert ("update_status", "PyTorchJob", "pytest") in client.calls  # a round again
+
+
+async def test_an_awaited_creation_lapses_after_the_timeout():
+    job = pytorch_job()
+    jc, client, _ = make(job)
+    await jc.apply(KEY, "PyTorchJob", job, Plan(create_pods=[created_pod("pytest-master-0")]))
+    client.calls.clear()
+    jc.clock.advance(ctl.EXPECTATIONS_TIMEOUT)  # its event was lost (a relist after it was deleted)
+    await jc.reconcile(KEY)
+    assert ("update_status", "PyTorchJob", "pytest") in client.calls  # a round again
+    assert ("Pod", "default", "pytest-master-0") not in jc.expectations.awaited(KEY)
+
+
+async def test_a_failed_or_refused_create_is_not_awaited():
+    job = pytorch_job()
+    jc, client, _ = make(job)
+    client.fail[("create", "Pod", "p-a")] = AlreadyExists("pods", "p-a")
+    client.fail[("create", "Pod", "p-b")] = Conflict("pods", "p-b")
+    client.fail[("create", "PodGroup", "pytest")] = Conflict("podgroups", "pytest")
+    plan = Plan(create_pods=[obj("Pod", "p-a"), obj("Pod", "p-b")], podgroup_create=obj("PodGroup", "pytest"))
+    await jc.apply(KEY, "PyTorchJob", job, plan)
+    assert not jc.expectations
+    await jc.apply(KEY, "PyTorchJob", job, Plan(podgroup_create=obj("PodGroup", "pg")))
+    assert jc.expectations.awaited(KEY) == {("PodGroup", "default", "pg"): 1300.0}
+    jc.expectations.expect("PyTorchJob/default/gone", ("Pod", "default", "x"), 1000.0)
+    await jc.reconcile("PyTorchJob/default/gone")  # a deleted job's expectations go with it
+    assert jc.expectations.awaited("PyTorchJob/default/gone") == {}
+
+
 # -------------------------------------------------------------------- reconcile
 
 
@@ -177,7 +236,7 @@ async def test_a_job_older_in_the_cache_than_our_last_status_write_is_not_reconc
                                      "message": "PyTorchJob pytest is created.", "lastUpdateTime": "x",
                                      "lastTransitionTime": "x"}], "replicaStatuses": {}}
     await jc.reconcile(KEY)
-    assert client.calls == [("create", "PodGroup", "pytest")]  # not yet in the PodGroup cache
+    assert client.calls == []  # the PodGroup it created is awaited, not created again
 
 
 async def test_only_objects_controlled_by_the_job_are_handed_to_the_core(monkeypatch):

@@ -13,7 +13,11 @@ Caches lag behind our own writes, so:
   applied and the key is retried shortly;
 - a job whose cached resourceVersion is older than the one our last status
   write returned is not reconciled: the watch event for that write is on its
-  way and will trigger the next round.
+  way and will trigger the next round;
+- a job with pods, Services or a PodGroup it created that its caches have not
+  seen yet is not reconciled either (``Expectations``): their watch events
+  trigger the next round (a two-phase flow's second phase too), which would
+  otherwise create them again.
 
 Watch events that cannot change the plan do not enqueue the job (see
 ``_job_handler``/``_owned_handler``): our own status write coming back, a
@@ -24,7 +28,6 @@ trip of waiting), and so are its events.
 """
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from typing import Any, Coroutine, Iterable, Iterator, NamedTuple
@@ -40,7 +43,9 @@ from phalanx.controller.job import claim
 from phalanx.controller.job import podgroup as pg
 from phalanx.controller.job.claim import OWNER_INDEX, controlled_by, owner_index
 from phalanx.controller.job.core import reconcile
+from phalanx.controller.job.expectations import Expectations
 from phalanx.controller.job.hpa import reconcile_hpa
+from phalanx.controller.job.inorder import in_order
 from phalanx.controller.job.plan import Plan, ReconcileOptions
 from phalanx.controller.metrics import OperatorMetrics
 from phalanx.objects.clock import Clock
@@ -55,6 +60,7 @@ log = logging.getLogger(__name__)
 CONFLICT_RETRY = 0.05  # seconds; the job's MODIFIED event usually arrives first
 ERROR_RETRY = 1.0
 PREEMPTED_GONE_KEPT = 600.0  # seconds a deleted preempted pod's last state is remembered for its job
+EXPECTATIONS_TIMEOUT = 300.0  # seconds a created object is awaited in the caches (client-go's ExpectationsTimeout)
 
 
 def job_key(kind: str, ns: str, name_: str) -> str:
@@ -104,6 +110,7 @@ class JobController:
         # key -> {pod: (uid, eviction message, seen at)}: preempted pods seen deleted, so one gone
         # before a round saw it being deleted is no restart (the core matches them by uid).
         self._preempted_gone: dict[str, dict[str, tuple[str, str, float]]] = {}
+        self.expectations = Expectations(EXPECTATIONS_TIMEOUT)  # created, not yet seen in a cache
 
     # ---- wiring -----------------------------------------------------------------------
 
@@ -183,6 +190,8 @@ class JobController:
             if ref and ref.get("kind") in self.frameworks and ref.get("name"):
                 keys.add(job_key(ref["kind"], namespace(o), ref["name"]))
         keys |= self.claimants.keys(event_type, obj, self._jobs_named)
+        if self.expectations:
+            self.expectations.observed(keys, (obj.get("kind", ""), namespace(obj), name_of(obj)))
         if event_type == "DELETED" and obj.get("kind") == "Pod":
             self._remember_preempted(keys, obj)
         for k in sorted(keys):
@@ -244,6 +253,7 @@ class JobController:
             self._written_rv.pop(key, None)
             self._last_write.pop(key, None)
             self._stale_skipped.discard(key)
+            self.expectations.forget(key)
             self.claimants.wait(key, ns, ())
             return None
         if is_deleting(job):
@@ -251,6 +261,9 @@ class JobController:
         if self._stale(key, job):
             self._stale_skipped.add(key)
             return None
+        awaited = self.expectations.pending(key, self.clock.monotonic(), self._cached)
+        if awaited is not None:
+            return Result(requeue_after=awaited)
         self._stale_skipped.discard(key)
         juid = uid_of(job)
         pods = sorted(self.pods.by_index(OWNER_INDEX, juid), key=name_of) if juid else []
@@ -279,7 +292,6 @@ class JobController:
         rec = self._recorder_for(kind)
         events: list[Event] = []
         retry: float | None = None
-        created = False
 
         if plan.status is not None:
             before = job.get("status")
@@ -303,7 +315,7 @@ class JobController:
         if plan.podgroup_delete:
             writes.append(self._delete_podgroup(jname, ns, uid_of(job)))
         if plan.podgroup_create is not None:
-            writes.append(self._create_podgroup(plan.podgroup_create))
+            writes.append(self._create_podgroup(key, plan.podgroup_create))
         if plan.podgroup_update is not None:
             writes.append(self._update_podgroup(plan.podgroup_update))
         writes.extend(self._apply_object(obj) for obj in plan.apply_objects)
@@ -313,14 +325,13 @@ class JobController:
         writes.extend(self._delete("Service", n, ns, "Service", "service") for n in plan.delete_services)
         writes.extend(self._mark(n, ns, ANNOTATION_NO_RESTART) for n in plan.stop_restarting)
         writes.extend(self._mark(n, ns, ANNOTATION_NO_RESTART_ON_FAILURE) for n in plan.stop_failure_restarts)
-        writes.extend(self._create(o, "Service", "service") for o in plan.create_services)
-        writes.extend(self._create(o, "Pod", "pod") for o in plan.create_pods)
-        for outcome in await _in_order(writes, self._eager_writes):
+        writes.extend(self._create(key, o, "Service", "service") for o in plan.create_services)
+        writes.extend(self._create(key, o, "Pod", "pod") for o in plan.create_pods)
+        for outcome in await in_order(writes, self._eager_writes):
             events.extend(outcome.events)
             retry = _earliest(retry, outcome.retry)
-            created = created or outcome.created
 
-        await _in_order([self._record(rec, job, key, *e) for e in [*events, *plan.events]], self._eager_writes)
+        await in_order([self._record(rec, job, key, *e) for e in [*events, *plan.events]], self._eager_writes)
 
         if plan.delete_job:
             try:
@@ -333,11 +344,10 @@ class JobController:
                 await rec.record(job, "Warning", "FailedDeleteJob", f"Error deleting: {e.message}")
                 retry = ERROR_RETRY
 
-        # Two-phase flows (Services, then pods that need their ports) go on at once.
-        after = _earliest(plan.requeue_after, retry, 0.0 if created else None)
+        after = _earliest(plan.requeue_after, retry)
         return Result(requeue_after=after) if after is not None else None
 
-    # ---- one write each: what it adds to the round (events, retry, created) ------------
+    # ---- one write each: what it adds to the round (events, retry) ----------------------
 
     def _failed_pod(self, ns: str, n: str) -> bool:
         """The cached pod is Failed by itself (not stopped by a shutdown, not evicted by the
@@ -376,27 +386,38 @@ class JobController:
             self._deleting_podgroups.discard(mark)
             return _Outcome((("Warning", "FailedDeletePodGroup", f"Error deleting: {e.message}"),), ERROR_RETRY)
 
-    async def _create(self, obj: Obj, kind_: str, what: str) -> _Outcome:
+    async def _create(self, key: str, obj: Obj, kind_: str, what: str) -> _Outcome:
         try:
-            await self.client.create(obj)
+            await self._create_awaited(key, obj, kind_)
             if kind_ == "Pod":
                 self.metrics.created_pods.inc()
-            return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name_of(obj)}"),), created=True)
+            return _Outcome((("Normal", f"SuccessfulCreate{kind_}", f"Created {what}: {name_of(obj)}"),))
         except AlreadyExists:
             return _DONE
         except ApiError as e:
             return _Outcome((("Warning", f"FailedCreate{kind_}", f"Error creating: {e.message}"),), ERROR_RETRY)
 
-    async def _create_podgroup(self, obj: Obj) -> _Outcome:
+    async def _create_podgroup(self, key: str, obj: Obj) -> _Outcome:
         try:
-            await self.client.create(obj)
+            await self._create_awaited(key, obj, "PodGroup")
             self.metrics.created_pod_groups.inc()
-            return _Outcome(created=True)
+            return _DONE
         except AlreadyExists:
             return _DONE
         except ApiError as e:
             log.warning("creating PodGroup %s/%s: %s", namespace(obj), name_of(obj), e.message)
             return _Outcome(retry=ERROR_RETRY)
+
+    async def _create_awaited(self, key: str, obj: Obj, kind_: str) -> None:
+        """Create ``obj``, awaited by ``key`` in the caches from before the request
+        (its watch event may be handled before the reply) unless the call fails."""
+        ref = (kind_, namespace(obj), name_of(obj))
+        self.expectations.expect(key, ref, self.clock.monotonic())
+        try:
+            await self.client.create(obj)
+        except BaseException:
+            self.expectations.observed((key,), ref)  # not created by this call
+            raise
 
     async def _update_podgroup(self, obj: Obj) -> _Outcome:
         try:
@@ -452,102 +473,15 @@ class JobController:
 
 
 class _Outcome(NamedTuple):
-    """One write's share of a round: events to record, a retry delay, whether it created."""
+    """One write's share of a round: events to record, a retry delay."""
 
     events: tuple[Event, ...] = ()
     retry: float | None = None
-    created: bool = False
 
 
 _DONE = _Outcome()
 
 
-async def _in_order(calls: list[Coroutine[Any, Any, Any]], eager: bool = True) -> list[Any]:
-    """Run ``calls`` concurrently, each started eagerly in list order (its request is
-    made before the next one's), results in list order. A call that needs no waiting
-    (an in-memory store without group commit) completes at once, without yielding to
-    the event loop, so such a plan is still applied in one step.
-
-    An exception raised before a call first waits stops the calls after it (as when
-    they were made one by one); the calls started run to their end; then the first
-    exception is raised.
-
-    Without ``eager`` (a client whose calls are bound to the task that starts them,
-    e.g. anyio's cancel scopes in an HTTP client) the calls run one after the other,
-    and an exception stops the calls after it."""
-    if not eager:
-        results_: list[Any] = []
-        for i, coro in enumerate(calls):
-            try:
-                results_.append(await coro)
-            except BaseException:
-                for rest in calls[i + 1:]:
-                    rest.close()
-                raise
-        return results_
-    started: list[asyncio.Future[Any]] = []
-    error: BaseException | None = None
-    for coro in calls:
-        if error is not None:
-            coro.close()
-            continue
-        try:
-            started.append(_eager(coro))
-        except BaseException as e:
-            error = e
-    if error is not None and not isinstance(error, Exception):
-        raise error  # a crash, a cancellation: at once
-    results: list[Any] = []
-    for fut in started:
-        try:
-            results.append(await fut)
-        except Exception as e:
-            results.append(e)
-    if error is not None:
-        raise error
-    for r in results:
-        if isinstance(r, Exception):
-            raise r
-    return results
-
-
-def _eager(coro: Coroutine[Any, Any, Any]) -> "asyncio.Future[Any]":
-    """Run ``coro`` until it first waits (Python 3.12's eager tasks): a done future if
-    it finished, else a task that carries it on from there. What it raises before
-    waiting is raised here."""
-    loop = asyncio.get_running_loop()
-    try:
-        waiting = coro.send(None)
-    except StopIteration as stop:
-        fut = loop.create_future()
-        fut.set_result(stop.value)
-        return fut
-    return loop.create_task(_carry_on(coro, waiting))
-
-
-async def _carry_on(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
-    """Drive ``coro`` as a Task would: wait for the future it yielded, then resume it
-    (a cancellation is passed to that future, so ``coro`` sees it where it waits)."""
-    while True:
-        if waiting is None:  # a bare yield (asyncio.sleep(0))
-            await asyncio.sleep(0)
-        else:
-            try:
-                await asyncio.wait((waiting,))
-            except asyncio.CancelledError:
-                waiting.cancel()
-        try:
-            waiting = coro.send(None)
-        except StopIteration as stop:
-            return stop.value
-
-
-# ---- which watch events can change a plan ------------------------------------------------
-
-# Fields the job's core never reads (metadata.resourceVersion and managedFields change on
-# every write; binding sets spec.nodeName and a condition; the agent fills IPs and times;
-# of the conditions only the scheduler's eviction mark is read).
-# Container statuses are compared on what restarts.py and the frameworks read of them.
 _POD_IGNORED = {
     "metadata": frozenset({"resourceVersion", "managedFields", "generation"}),
     "spec": frozenset({"nodeName"}),
