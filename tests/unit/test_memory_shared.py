@@ -325,3 +325,36 @@ def test_store_entries_intern_labels_share_the_empty_map_and_still_select(store:
     store.patch("Pod", "c", "default", {"metadata": {"labels": {"app": "late"}}})
     assert names(store.list("Pod", "default", "app=late")[0]) == ["c"]
     assert NO_LABELS == {}
+
+
+# ------------------------------------------------------------------ backlogs
+
+
+async def _burst_backlogs(store: Store, writes: int) -> list[int]:
+    """A consumer of a shared watch and a writer that never waits otherwise:
+    how far behind the watch is after each write."""
+    client = LocalClient(store)
+    w = store.watch("Pod", None, store.current_rv(), shared=True)
+    seen: list[str] = []
+
+    async def consume() -> None:
+        async for ev in w:
+            seen.append(ev.object["metadata"]["name"])
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0)
+    behind = []
+    for i in range(writes):
+        await client.create(pod(f"p{i}"))
+        behind.append(w.pending())
+    await eventually(lambda: len(seen) == writes, what="every event consumed")
+    assert seen == [f"p{i}" for i in range(writes)]  # in order, none lost
+    w.close()
+    await asyncio.gather(task, return_exceptions=True)
+    return behind
+
+
+async def test_with_a_watch_backlog_a_burst_of_writes_lets_the_consumers_catch_up() -> None:
+    behind = await _burst_backlogs(Store(None, FakeClock(), watch_backlog=3), 20)
+    assert max(behind) == 3 and behind[:5] == [1, 2, 3, 0, 1]  # over 3: its flush gave the consumer its turn
+    assert await _burst_backlogs(Store(None, FakeClock()), 20) == list(range(1, 21))  # without: all queued

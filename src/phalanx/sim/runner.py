@@ -57,6 +57,10 @@ from phalanx.store.store import Store
 
 log = logging.getLogger(__name__)
 
+# Events a watch may fall behind before writers let its consumer run (Store's watch_backlog):
+# bursts (a wave of pods created or finishing at one virtual instant) stay bounded in memory.
+SIM_WATCH_BACKLOG = 1000
+
 
 def counter_uids() -> Callable[[], str]:
     """uuid-shaped, deterministic uids: 00000000-0000-4000-8000-000000000001, ..."""
@@ -185,7 +189,8 @@ class Simulation:
         s = self.spec.sim
         self.clock = clock = VirtualClock(loop)
         self.store = Store(None, clock, admission=admit, max_pending=10_000_000, uid_factory=counter_uids(),
-                           name_rng=random.Random(self.seed), interner=Interner())
+                           name_rng=random.Random(self.seed), interner=Interner(),
+                           watch_backlog=SIM_WATCH_BACKLOG)
         # as the embedded cluster: pods get their priority from their PriorityClass
         self.store.add_admission_plugin(PriorityAdmission(self.store))
         self.client = client = (LocalClient if s.events else QuietEventsClient)(self.store)

@@ -20,6 +20,7 @@ history; the rules themselves already live in ``store/rules.py``.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import weakref
@@ -104,12 +105,19 @@ class Store:
         name_rng: random.Random | None = None,
         group_commit: bool = False,
         interner: Interner | None = None,
+        watch_backlog: int | None = None,
     ) -> None:
         # ``uid_factory`` / ``name_rng``: where uids and generateName suffixes come
         # from (default: random version-4 uuids and the module's random); a simulation passes
         # deterministic ones so the same inputs give the same objects.
         # ``interner``: hash-conses what shared watchers get (see store/decode.py).
         self._interner = interner
+        # ``watch_backlog``: a write's ``flush`` lets the watches' consumers run once when
+        # one of them is more than this many events behind, so a burst of writes made
+        # without waiting (a simulation, with no I/O to interleave them) does not queue
+        # every event at once. A consumer that cannot catch up only costs a turn a write.
+        self._watch_backlog = watch_backlog
+        self._backlogged = False
         self._clock = clock
         self._new_uid = uid_factory or random_uid
         self._name_rng = name_rng
@@ -179,6 +187,9 @@ class Store:
         """Return once every write made so far is durable and its watch events
         sent; raise ApiError when the storage refused them."""
         await self._committer.flush(self._rv)
+        if self._backlogged:
+            self._backlogged = False
+            await asyncio.sleep(0)  # the consumers' turn: each drains what is queued for it
 
     # ------------------------------------------------------------------ reads
 
@@ -563,9 +574,12 @@ class Store:
             return
         shared = SharedEvent(ev.raw, self._interner)  # decoded once for every shared watcher
         takers = 0
+        limit = self._watch_backlog
         for w, start in tuple(watchers.items()):
             if ev.rv > start and (w.namespace is None or w.namespace == ev.namespace):
                 takers += w.push(ev.type, shared)
+                if limit is not None and w.pending() > limit:
+                    self._backlogged = True
         if not takers or ev.type == "DELETED":
             shared.hold(takers)
             return
