@@ -34,7 +34,7 @@ ORPHAN = "orphan"
 
 
 def _slim(obj: Obj) -> Obj:
-    """Only what the collector needs, so its caches stay small."""
+    """Only what the collector reads (a trim: see Informer), so its own copies stay small."""
     meta = obj.get("metadata") or {}
     slim_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp",
                                       "ownerReferences", "finalizers") if k in meta}
@@ -54,7 +54,7 @@ class GarbageCollector:
     def __init__(self, client: Client, kinds: list[str] | None = None, workers: int = 2) -> None:
         self.client = client
         self.kinds = list(kinds or all_kinds())
-        self.informers: dict[str, Informer] = {k: Informer(client, k, transform=_slim) for k in self.kinds}
+        self.informers: dict[str, Informer] = {k: Informer(client, k, trim=_slim) for k in self.kinds}
         self._uids: dict[str, Key] = {}
         self._dependents: dict[str, set[Key]] = {}
         self.controller: Controller[Key] = Controller("garbage-collector", self._check, workers=workers)

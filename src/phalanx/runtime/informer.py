@@ -15,6 +15,7 @@ from phalanx.client.util import closing_stream
 from phalanx.objects.errors import Gone
 from phalanx.objects.meta import resource_version
 from phalanx.objects.selectors import LabelSelector, parse_label_selector
+from phalanx.store.decode import Interner
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,12 @@ class Informer:
         self._dispatch("MODIFIED" if old is not None else "ADDED", obj, old)
 
     def _replace(self, items: list[Obj]) -> None:
-        """Make the cache equal to a fresh list, replaying the differences."""
+        """Make the cache equal to a fresh list, replaying the differences. The
+        list's objects share their equal parts (``Interner``): cached objects are
+        read-only, and a list is where many alike ones (a cluster's nodes) arrive at once."""
+        interner = Interner()
+        for o in items:
+            interner.intern(o)
         if self._trim is not None:
             items = [self._trim(o) for o in items]
         if self._transform is not None:

@@ -50,6 +50,7 @@ from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
 from phalanx.sim.arrivals import LoadedWorkload
 from phalanx.sim.loop import VirtualClock, VirtualEventLoop
 from phalanx.sim.metrics import JobRecord, Metrics, Timeline
+from phalanx.store.compact import Packer
 from phalanx.store.decode import Interner
 from phalanx.store.history import JobHistories
 from phalanx.store.priority import PriorityAdmission
@@ -190,7 +191,7 @@ class Simulation:
         self.clock = clock = VirtualClock(loop)
         self.store = Store(None, clock, admission=admit, max_pending=10_000_000, uid_factory=counter_uids(),
                            name_rng=random.Random(self.seed), interner=Interner(),
-                           watch_backlog=SIM_WATCH_BACKLOG)
+                           watch_backlog=SIM_WATCH_BACKLOG, packer=Packer())
         # as the embedded cluster: pods get their priority from their PriorityClass
         self.store.add_admission_plugin(PriorityAdmission(self.store))
         self.client = client = (LocalClient if s.events else QuietEventsClient)(self.store)

@@ -170,21 +170,25 @@ class SharedEvent:
     ``base`` is the event of the object's previous version: when decoded, the
     new version shares the values it did not change (``reuse_unchanged``) with
     the previous one if that is still decoded; an ``interner`` then shares the
-    rest with other objects."""
+    rest with other objects. The JSON is dropped once every watcher took the
+    event (the store and its history keep their own)."""
 
-    __slots__ = ("raw", "_strong", "_ref", "_remaining", "_base", "_interner")
+    __slots__ = ("raw", "_strong", "_ref", "_remaining", "_takers", "_base", "_interner")
 
     def __init__(self, raw: str, interner: Interner | None = None) -> None:
-        self.raw = raw
+        self.raw: str | None = raw
         self._interner = interner
         self._strong: Any = None
         self._ref: weakref.ref[Any] | None = None
         self._remaining = 0
+        self._takers = 0
         self._base: SharedEvent | None = None
 
     def hold(self, watchers: int) -> None:
         """Keep the decoded object until this many watchers have taken it."""
-        self._remaining = watchers
+        self._remaining = self._takers = watchers
+        if watchers <= 0:
+            self.raw = None
 
     def weaken(self) -> None:
         """A newer version of the object was written: hold this one no longer."""
@@ -196,6 +200,12 @@ class SharedEvent:
         self._remaining -= 1
         if self._remaining <= 0:
             self._strong = None
+        self._taken()
+
+    def _taken(self) -> None:
+        self._takers -= 1
+        if self._takers <= 0:
+            self.raw = None
 
     def follow(self, previous: "SharedEvent") -> None:
         """``previous`` is the event of this object's previous version (one
@@ -217,6 +227,8 @@ class SharedEvent:
     def shared(self) -> Any:
         obj = self.current()
         if obj is None:
+            if self.raw is None:
+                raise RuntimeError("a SharedEvent taken by more watchers than it was pushed to")
             obj = codec.loads(self.raw)  # registered for the check below, as handed out
             if obj.__class__ is dict:
                 base, self._base = self._base, None
@@ -234,4 +246,5 @@ class SharedEvent:
         self._remaining -= 1
         if self._remaining <= 0:
             self._strong = None
+        self._taken()
         return obj

@@ -1,11 +1,13 @@
-"""One stored object as the store indexes it: its JSON, its resourceVersion and what
-selectors match on (labels, selectable field values), pre-extracted and interned."""
+"""One stored object as the store indexes it: its JSON (packed where the store
+packs, see store/compact.py), its resourceVersion and what selectors match on
+(labels, selectable field values), pre-extracted and interned."""
 from __future__ import annotations
 
 import sys
 from typing import Any
 
 from phalanx.objects.selectors import field_values, supported_fields
+from phalanx.store.compact import Packed, Packer, text_of
 
 # Shared by every entry without labels; never mutated.
 NO_LABELS: dict[str, str] = {}
@@ -21,22 +23,27 @@ class Entry:
     field values are a tuple in ``supported_fields(kind)`` order: thousands of
     entries, so every small dict and duplicate string counts."""
 
-    __slots__ = ("raw", "rv", "labels", "field_values")
+    __slots__ = ("stored", "rv", "labels", "field_values")
 
-    def __init__(self, raw: str, rv: int, labels: dict[str, str], field_values: tuple[str, ...]) -> None:
-        self.raw = raw
+    def __init__(self, stored: str | Packed, rv: int, labels: dict[str, str], field_values: tuple[str, ...]) -> None:
+        self.stored = stored
         self.rv = rv
         self.labels = labels
         self.field_values = field_values
+
+    @property
+    def raw(self) -> str:
+        """The object's JSON."""
+        return text_of(self.stored)
 
     def fields(self, kind: str) -> dict[str, str]:
         """The selectable field values by field name (what FieldSelector matches)."""
         return dict(zip(supported_fields(kind), self.field_values))
 
 
-def make_entry(kind: str, obj: dict[str, Any], raw: str, rv: int) -> Entry:
-    """The entry of ``obj`` (of ``kind``), stored as ``raw`` at resourceVersion ``rv``."""
+def make_entry(kind: str, obj: dict[str, Any], raw: str, rv: int, packer: Packer | None = None) -> Entry:
+    """The entry of ``obj`` (of ``kind``), stored as ``raw`` (packed by ``packer``) at resourceVersion ``rv``."""
     labels = obj.get("metadata", {}).get("labels")
     labels = {sys.intern(k): _interned(v) for k, v in labels.items()} \
         if isinstance(labels, dict) and labels else NO_LABELS
-    return Entry(raw, rv, labels, tuple(_interned(v) for v in field_values(kind, obj).values()))
+    return Entry(raw if packer is None else packer.pack(kind, raw), rv, labels, tuple(_interned(v) for v in field_values(kind, obj).values()))

@@ -34,6 +34,7 @@ from phalanx.objects.errors import AlreadyExists, ApiError, BadRequest, FieldErr
 from phalanx.objects.selectors import parse_field_selector, parse_label_selector
 from phalanx.store import codec
 from phalanx.store.commit import Committer
+from phalanx.store.compact import Packer
 from phalanx.store.decode import Interner, SharedEvent
 from phalanx.store.entry import Entry, make_entry
 from phalanx.store.errors import PatchRejected, PreconditionConflict
@@ -106,6 +107,7 @@ class Store:
         group_commit: bool = False,
         interner: Interner | None = None,
         watch_backlog: int | None = None,
+        packer: Packer | None = None,
     ) -> None:
         # ``uid_factory`` / ``name_rng``: where uids and generateName suffixes come
         # from (default: random version-4 uuids and the module's random); a simulation passes
@@ -118,6 +120,7 @@ class Store:
         # every event at once. A consumer that cannot catch up only costs a turn a write.
         self._watch_backlog = watch_backlog
         self._backlogged = False
+        self._packer = packer  # stored JSON packed (store/compact.py); the history's stays as it is
         self._clock = clock
         self._new_uid = uid_factory or random_uid
         self._name_rng = name_rng
@@ -172,7 +175,7 @@ class Store:
                 continue
             rt = by_kind(kind)
             nsk = (ns or None) if rt.namespaced else None
-            self._data[kind].setdefault(nsk, {})[name] = make_entry(kind, obj, raw, int(rv))
+            self._data[kind].setdefault(nsk, {})[name] = make_entry(kind, obj, raw, int(rv), self._packer)
         self._rv = counter
 
     def close(self) -> None:
@@ -536,7 +539,7 @@ class Store:
         return obj  # as in create: the caller's, the store keeps ``raw``
 
     def _commit_put(self, rt: ResourceType, ns: str | None, name: str, obj: Obj, raw: str, rv: int, type_: str) -> None:
-        entry = make_entry(rt.kind, obj, raw, rv)
+        entry = make_entry(rt.kind, obj, raw, rv, self._packer)
         ev = HistoryEvent(rv, rt.kind, ns, type_, raw, name)
         staged = self._committer.persist((rt.kind, ns, name, rv, raw), ev)
         self._rv = rv

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple, cast
 
 from phalanx.objects.errors import ApiError, Gone
 from phalanx.objects.watch import WatchEvent
@@ -101,7 +101,7 @@ class Watcher:
             return False
         shared = raw.__class__ is SharedEvent
         if shared and not self.shared:
-            raw = raw.raw  # type: ignore[union-attr]  # hold no decoded object for nothing
+            raw = cast(str, raw.raw)  # type: ignore[union-attr]  # hold no decoded object for nothing (kept until taken)
             shared = False
         self._pending.append((type_, raw))
         self._wake()
