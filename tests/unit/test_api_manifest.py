@@ -186,15 +186,35 @@ _json_values = _st.recursive(
 
 
 def _full_walk(value, **kw):
-    saved = _manifest._plain_copy
+    """normalize_json with neither of its fast paths (the orjson round trip, the plain copy)."""
+    saved = _manifest._plain_copy, _manifest._round_trip
 
     def refuse(*a, **k):
         raise _manifest._NotPlain
-    _manifest._plain_copy = refuse
+    _manifest._plain_copy, _manifest._round_trip = refuse, lambda *a, **k: None
     try:
         return _manifest.normalize_json(value, **kw)
     finally:
-        _manifest._plain_copy = saved
+        _manifest._plain_copy, _manifest._round_trip = saved
+
+
+def test_round_trip_is_taken_for_plain_objects_and_declined_otherwise() -> None:
+    pod = {"kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"containers": [
+        {"name": "c", "command": ["true"], "ports": [{"containerPort": 80}], "x": 1.5, "y": True}]}}
+    out = _manifest._round_trip(pod, _manifest.MAX_DEPTH, _manifest.MAX_NODES)
+    assert out == pod and out is not pod and out["spec"] is not pod["spec"]
+    declined = [
+        {"a": None}, {"a": float("nan")}, {"a": float("inf")}, {"a": 2 ** 70}, {1: "x"},
+        {"a": __import__("datetime").datetime(2020, 1, 1)}, {"a": type("S", (str,), {})("x")},
+        {"a": {"b": {"c": {}}}},  # four brackets, more than max_depth below
+        {"a": "x" * 50},  # more bytes than max_nodes below
+    ]
+    for v in declined:
+        assert _manifest._round_trip(v, 3, 40) is None, v
+    # Whatever it declines still gets the full rules (and their errors).
+    with pytest.raises(_manifest.ShapeError, match="not a valid number"):
+        _manifest.normalize_json({"a": float("inf")})
+    assert _manifest.normalize_json({"a": __import__("datetime").datetime(2020, 1, 1)}) == {"a": "2020-01-01T00:00:00Z"}
 
 
 def _outcome(fn, value, **kw):

@@ -869,6 +869,28 @@ def test_plugins_run_on_update_and_status(clock: FakeClock) -> None:
     assert ops == ["create", "update", "update"]
 
 
+def test_a_status_write_keeps_only_the_status_a_plugin_returns(clock: FakeClock) -> None:
+    store = Store(None, clock)
+    seen: list[tuple[dict, dict]] = []
+
+    def plugin(op, obj, old):
+        if op == "update" and obj.get("status"):
+            seen.append((json.loads(json.dumps(obj)), json.loads(json.dumps(old))))
+            obj["status"]["plugin"] = "yes"
+            obj["spec"]["runPolicy"]["backoffLimit"] = 99  # ignored: a status write changes status only
+        return obj
+    store.add_admission_plugin(plugin)
+    created = store.create(job())
+    written = store.update_status({**created, "status": {"a": "b"}})
+    [(new, old)] = seen
+    assert new["spec"] == created["spec"] and new["status"] == {"a": "b"}
+    assert old["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"] and "status" not in old
+    assert written["status"] == {"a": "b", "plugin": "yes"}
+    stored = store.get("PyTorchJob", "pytest", "default")
+    assert stored["status"] == {"a": "b", "plugin": "yes"} and stored["spec"] == created["spec"]
+    assert stored["spec"]["runPolicy"].get("backoffLimit") != 99
+
+
 # ------------------------------------------------------------------ persistence
 
 

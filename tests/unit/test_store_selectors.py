@@ -5,10 +5,12 @@ import pytest
 
 from phalanx.objects.errors import BadRequest
 from phalanx.objects.selectors import (
+    field_tuple,
     field_values,
     label_selector_from_object,
     parse_field_selector,
     parse_label_selector,
+    supported_fields,
 )
 
 LABELS = {"app": "web", "tier": "front", "version": "3", "training.kubeflow.org/job-name": "pytest"}
@@ -131,3 +133,16 @@ def test_field_values_tolerate_odd_shapes() -> None:
     odd = {"kind": "Pod", "metadata": {"name": "p"}, "spec": ["not", "a", "map"], "status": "weird"}
     assert field_values("Pod", odd)["spec.nodeName"] == ""
     assert field_values("Node", {"metadata": {"name": "n"}, "spec": {}})["spec.unschedulable"] == "false"
+
+
+def test_field_tuple_is_in_supported_order_with_the_apiserver_spelling() -> None:
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
+           "spec": {"nodeName": "n1", "hostNetwork": True, "restartPolicy": {"odd": 1}},
+           "status": {"phase": "Running", "podIP": None}}
+    values = dict(zip(supported_fields("Pod"), field_tuple("Pod", pod)))
+    assert values == field_values("Pod", pod)
+    assert values["metadata.name"] == "p" and values["spec.nodeName"] == "n1"
+    assert values["spec.hostNetwork"] == "true" and values["spec.restartPolicy"] == ""
+    assert values["status.podIP"] == "" and values["spec.schedulerName"] == ""
+    assert field_tuple("Pod", {"kind": "Pod", "spec": {}})[supported_fields("Pod").index("spec.hostNetwork")] == "false"
+    assert field_tuple("Node", {"spec": {"unschedulable": 1}}) == ("", "", "1")

@@ -11,6 +11,7 @@ import datetime
 import math
 from typing import Any
 
+import orjson
 import yaml
 
 from phalanx.objects.errors import BadRequest, json_type_name
@@ -324,6 +325,28 @@ def _plain_copy(value: Any, strip_nulls: bool, max_depth: int, max_nodes: int) -
     return out
 
 
+# orjson refuses what these name (and subclasses of str, int, dict, list), so that only
+# plain JSON values pass its round trip; what it refuses the walks below look at.
+_ROUND_TRIP = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _round_trip(value: dict, max_depth: int, max_nodes: int) -> Any:
+    """``_plain_copy``'s result through orjson (C), or None where it might differ:
+    a value orjson refuses (non-string keys, integers past 64 bits, other types)
+    or writes as null (None, and NaN and the infinities, which admission
+    refuses), more brackets than ``max_depth`` (so the nesting cannot be
+    deeper), more bytes than ``max_nodes`` (so the values cannot be more).
+    UUIDs and enums, which orjson writes natively, become what it writes for
+    them, as they would sent by a client over HTTP."""
+    try:
+        raw = orjson.dumps(value, option=_ROUND_TRIP)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    if len(raw) > max_nodes or raw.count(b"{") + raw.count(b"[") > max_depth or b"null" in raw:
+        return None
+    return orjson.loads(raw)
+
+
 def normalize_json(value: Any, *, strip_nulls: bool = True, max_depth: int = MAX_DEPTH,
                    max_nodes: int = MAX_NODES) -> Any:
     """A fresh JSON-shaped copy of ``value``: string keys, finite numbers,
@@ -331,6 +354,10 @@ def normalize_json(value: Any, *, strip_nulls: bool = True, max_depth: int = MAX
     treated as absent (as the apiserver prunes nulls). Raises ShapeError,
     whose ``loc`` is the tuple of keys and indexes leading to the culprit.
     """
+    if value.__class__ is dict:
+        out = _round_trip(value, max_depth, max_nodes)
+        if out is not None:
+            return out
     try:
         return _plain_copy(value, strip_nulls, max_depth, max_nodes)
     except (_NotPlain, RecursionError):

@@ -5,6 +5,7 @@ forbid unknown fields; Python names are snake_case, the wire names camelCase.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Annotated, Any, Callable
 
@@ -161,16 +162,29 @@ def validate_object_meta(meta: dict[str, Any], *, namespaced: bool,
     return errs
 
 
+# Label keys and values, annotation keys: a few distinct strings written over and over
+# (every pod of a job carries the same keys), so their checks are remembered.
+@functools.lru_cache(maxsize=4096)
+def _key_problems(key: str) -> tuple[str, ...]:
+    return tuple(is_qualified_name(key))
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_value_problems(value: str) -> tuple[str, ...]:
+    return tuple(is_valid_label_value(value))
+
+
 def validate_labels(labels: dict[str, str], path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     for k in sorted(labels):
-        errs += [FieldError(path, "Invalid", m, k) for m in is_qualified_name(k)]
-        errs += [FieldError(path, "Invalid", m, labels[k]) for m in is_valid_label_value(labels[k])]
+        v = labels[k]
+        errs += [FieldError(path, "Invalid", m, k) for m in _key_problems(k)]
+        errs += [FieldError(path, "Invalid", m, v) for m in _label_value_problems(v)]
     return errs
 
 
 def validate_annotations(annotations: dict[str, str], path: str) -> list[FieldError]:
-    errs = [FieldError(path, "Invalid", m, k) for k in sorted(annotations) for m in is_qualified_name(k.lower())]
+    errs = [FieldError(path, "Invalid", m, k) for k in sorted(annotations) for m in _key_problems(k.lower())]
     size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
     if size > TOTAL_ANNOTATION_SIZE_LIMIT:
         errs.append(FieldError(path, "Invalid", f"must have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes",

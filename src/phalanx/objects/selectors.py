@@ -24,6 +24,7 @@ __all__ = [
     "FieldRequirement",
     "FieldSelector",
     "parse_field_selector",
+    "field_tuple",
     "field_values",
     "match_field_selector",
     "supported_fields",
@@ -347,28 +348,42 @@ def _field_string(v: Any) -> str:
     return str(v)
 
 
+# Boolean fields the apiserver reports as "false" when unset.
+_FALSE_WHEN_ABSENT = frozenset({"spec.unschedulable", "spec.hostNetwork"})
+
+
 @functools.lru_cache(maxsize=None)
-def _field_paths(kind: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    return tuple((f, _FIELD_PATHS.get(f, tuple(f.split(".")))) for f in supported_fields(kind))
+def _field_specs(kind: str) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """Per supported field of ``kind``: the path to its value and what it reads when absent."""
+    return tuple((_FIELD_PATHS.get(f, tuple(f.split("."))), "false" if f in _FALSE_WHEN_ABSENT else "")
+                 for f in supported_fields(kind))
+
+
+def _child(cur: Any, part: str) -> Any:
+    return cur.get(part) if isinstance(cur, Mapping) else None
+
+
+def field_tuple(kind: str, obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """The selectable field values of ``obj`` in ``supported_fields(kind)`` order
+    (missing fields are "", or "false" for the booleans that default to it).
+    Computed on every store write: kept cheap."""
+    out: list[str] = []
+    for path, absent in _field_specs(kind):
+        cur: Any = obj
+        for part in path:
+            cur = cur.get(part) if cur.__class__ is dict else _child(cur, part)
+            if cur is None:
+                break
+        if cur is None:
+            out.append(absent)
+        else:
+            out.append(cur if cur.__class__ is str else _field_string(cur))
+    return tuple(out)
 
 
 def field_values(kind: str, obj: Mapping[str, Any]) -> dict[str, str]:
-    """The selectable field values of ``obj`` (missing fields are "")."""
-    out: dict[str, str] = {}
-    for f, path in _field_paths(kind):  # computed on every store write: kept cheap
-        cur: Any = obj
-        for part in path:
-            if isinstance(cur, dict) or isinstance(cur, Mapping):
-                cur = cur.get(part)
-            else:
-                cur = None
-                break
-        if f == "spec.unschedulable" and cur is None:
-            cur = False
-        if f == "spec.hostNetwork" and cur is None:
-            cur = False
-        out[f] = _field_string(cur)
-    return out
+    """The selectable field values of ``obj`` by field name (see ``field_tuple``)."""
+    return dict(zip(supported_fields(kind), field_tuple(kind, obj)))
 
 
 @dataclass(frozen=True)

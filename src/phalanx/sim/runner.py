@@ -194,7 +194,11 @@ class Simulation:
                            watch_backlog=SIM_WATCH_BACKLOG, packer=Packer())
         # as the embedded cluster: pods get their priority from their PriorityClass
         self.store.add_admission_plugin(PriorityAdmission(self.store))
-        self.client = client = (LocalClient if s.events else QuietEventsClient)(self.store)
+        client_type = LocalClient if s.events else QuietEventsClient
+        # The workload's objects are admitted in full; the components write through a trusted
+        # client, as the embedded cluster's do (objects built from admitted ones).
+        self.client = client = client_type(self.store)
+        internal = client_type(self.store, trusted=True)
         node_specs = self.spec.cluster.node_specs()
         self._capacity = _capacity(node_specs)
         await self._prepare(client, node_specs)
@@ -203,17 +207,17 @@ class Simulation:
         await self.metrics.start()
         options = ReconcileOptions(gang_scheduler="volcano", local_runtime=False, resolvable_names=True,
                                    default_backoff_limit=s.default_backoff_limit)
-        self.gc = GarbageCollector(client)
-        self.scheduler = Scheduler(client, clock, period=s.seconds("scheduler_period") or 1.0, pace=0.0)
-        self.jobs = JobController(client, clock, options)
+        self.gc = GarbageCollector(internal)
+        self.scheduler = Scheduler(internal, clock, period=s.seconds("scheduler_period") or 1.0, pace=0.0)
+        self.jobs = JobController(internal, clock, options)
         agent_cfg = SimAgentConfig(backoff_base=s.seconds("backoff_base") or 0.0,
                                    backoff_cap=s.seconds("backoff_cap") or 0.0,
                                    startup=s.seconds("startup") or 0.0, stop_time=s.seconds("stop_time") or 0.0,
                                    events=s.events)
         nodes = [SimNode(name, _node_ip(i)) for i, (name, _) in enumerate(node_specs)]
-        self.agent = SimAgent(client, clock, nodes, agent_cfg)
+        self.agent = SimAgent(internal, clock, nodes, agent_cfg)
         if self.histories is not None:
-            self.history = HistoryRecorder(client, self.histories, clock, threaded=False)
+            self.history = HistoryRecorder(internal, self.histories, clock, threaded=False)
         for c in (self.gc, self.history, self.scheduler, self.jobs, self.agent):
             if c is not None:
                 self._tasks.append(loop.create_task(c.run(), name=type(c).__name__))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from phalanx.objects.selectors import field_values, supported_fields
+from phalanx.objects.selectors import field_tuple, supported_fields
 from phalanx.store.compact import Packed, Packer, text_of
 
 # Shared by every entry without labels; never mutated.
@@ -46,4 +46,4 @@ def make_entry(kind: str, obj: dict[str, Any], raw: str, rv: int, packer: Packer
     labels = obj.get("metadata", {}).get("labels")
     labels = {sys.intern(k): _interned(v) for k, v in labels.items()} \
         if isinstance(labels, dict) and labels else NO_LABELS
-    return Entry(raw if packer is None else packer.pack(kind, raw), rv, labels, tuple(_interned(v) for v in field_values(kind, obj).values()))
+    return Entry(raw if packer is None else packer.pack(kind, raw), rv, labels, tuple(map(sys.intern, field_tuple(kind, obj))))

@@ -157,7 +157,7 @@ class Store:
     def add_admission_plugin(self, fn: AdmissionPlugin) -> None:
         """Register ``fn(op, obj, old) -> obj``, run after admission on create and
         update (incl. status and patch). It may change and return the object or
-        raise ApiError to refuse. On removal it is called with op "delete" (the
+        raise ApiError to refuse; ``old`` (the stored object) it reads, never changes. On removal it is called with op "delete" (the
         last state, old=None) so it can release what it allocated; its errors are
         then logged, not raised."""
         self._plugins.append(fn)
@@ -337,7 +337,7 @@ class Store:
 
         obj = self._admit(obj, old, trusted)  # admission never changes ``old``
         check_identity(rt, obj, ns, name)
-        obj = self._run_plugins("update", obj, self._plugin_old(entry, old))
+        obj = self._run_plugins("update", obj, old)
         check_identity(rt, obj, ns, name)
         keep_system_fields(rt, obj, old)
         return self._finish_update(rt, ns, name, old, obj)
@@ -356,18 +356,20 @@ class Store:
         meta = checked_meta(rt, obj)
         name = required_name(rt, meta)
         ns = object_namespace(rt, obj, name)
-        entry = self._lookup(rt, ns, name)
-        old = codec.loads(entry.raw)
+        raw = self._lookup(rt, ns, name).raw
+        old = codec.loads(raw)
         check_preconditions(rt, name, meta, old)
-        new = codec.loads(entry.raw)
-        if "status" in obj:
-            new["status"] = checked_status(rt, name, obj["status"])
-        else:
-            new.pop("status", None)
-        new = self._run_plugins("update", new, self._plugin_old(entry, old))
-        check_identity(rt, new, ns, name)
-        status = new.get("status")
-        # Plugins may only change status here: the rest is the stored object's (``old``, a private
+        status = checked_status(rt, name, obj["status"]) if "status" in obj else None
+        if self._plugins:
+            new = codec.loads(raw)  # the plugins' own whole object, of which only the status is kept
+            if status is None:
+                new.pop("status", None)
+            else:
+                new["status"] = status
+            new = self._run_plugins("update", new, old)
+            check_identity(rt, new, ns, name)
+            status = new.get("status")
+        # Only status changes here: the rest is the stored object's (``old``, a private
         # copy; only the new metadata dict is written to below).
         new = {**old, "metadata": dict(old["metadata"])}
         if status is None:
@@ -632,10 +634,6 @@ class Store:
                 obj = res
             done.append(p)
         return obj
-
-    def _plugin_old(self, entry: Entry, old: Obj) -> Obj:
-        # Plugins get their own copy, so nothing they do can skew our comparisons.
-        return codec.loads(entry.raw) if self._plugins else old
 
     def _notify_delete(self, obj: Obj, plugins: Plugins | None = None) -> None:
         for p in self._plugins if plugins is None else plugins:
