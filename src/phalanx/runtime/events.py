@@ -71,7 +71,7 @@ def build_event(
         "lastTimestamp": ts,
         "count": 1,
         "type": type_,
-        "eventTime": None,
+        # eventTime stays unset (client-go's null, which admission prunes anyway).
         "reportingComponent": component,
         "reportingInstance": "",
     }
