@@ -137,6 +137,27 @@ async def test_a_superseded_version_is_not_kept_decoded_for_a_watcher_still_behi
     slow.close()
 
 
+async def test_with_bounded_backlogs_a_superseded_version_stays_decoded_for_the_watcher_behind() -> None:
+    # Backlogs bounded (the simulator's store): holding costs at most a backlog, and the
+    # watcher behind gets the object the others got instead of decoding it again.
+    store = Store(None, FakeClock(), watch_backlog=1000)
+    fast, slow, ref = await taken_by_one_of_two(store)
+    created = store.get("Pod", "a", "default")
+    created["metadata"]["labels"]["v"] = "2"
+    store.update(created)
+    gc.collect()
+    assert ref() is not None
+    first = await next_event(slow)
+    assert first.object is ref() and "v" not in first.object["metadata"]["labels"]
+    second = await next_event(slow)
+    assert second.object is (await next_event(fast)).object and second.object["metadata"]["labels"]["v"] == "2"
+    del first
+    gc.collect()
+    assert ref() is None  # once every watcher took it, nothing holds it
+    fast.close()
+    slow.close()
+
+
 def test_reuse_unchanged_shares_equal_values_type_strictly() -> None:
     old = {"metadata": {"resourceVersion": "1", "labels": {"a": "b"}, "ownerReferences": [{"uid": "u"}]},
            "spec": {"n": 1, "flag": True}, "status": {"phase": "Pending"}, "list": [1]}

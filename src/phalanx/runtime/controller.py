@@ -9,14 +9,11 @@ import logging
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Generic, Hashable, TypeVar
 
-from phalanx.client.interface import Obj
 from phalanx.objects.clock import Clock
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
-Handler = Callable[[str, Obj, "Obj | None"], None]
-IndexFunc = Callable[[Obj], "list[str] | tuple[str, ...]"]
 
 
 

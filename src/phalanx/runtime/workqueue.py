@@ -8,15 +8,11 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from typing import Callable, Generic, Hashable, TypeVar
-
-from phalanx.client.interface import Obj
+from typing import Generic, Hashable, TypeVar
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
-Handler = Callable[[str, Obj, "Obj | None"], None]
-IndexFunc = Callable[[Obj], "list[str] | tuple[str, ...]"]
 
 
 

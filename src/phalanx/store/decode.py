@@ -161,7 +161,8 @@ class SharedEvent:
 
     The decoded object is held strongly only while watchers it was pushed to
     have yet to take it (``hold``) and no newer version of the same object was
-    written (``weaken``); otherwise only weakly: while a consumer keeps it (an
+    written (``weaken``: the store does where watch backlogs are unbounded);
+    otherwise only weakly: while a consumer keeps it (an
     informer's cache) later watchers still get the same one, and once none
     does, a watcher still behind decodes its own. Holding it until the slowest
     watcher took it kept every decoded version of every object alive in a

@@ -138,7 +138,7 @@ class Store:
             k: weakref.WeakKeyDictionary() for k in all_kinds()}
         self._max_pending = max_pending
         # The last SharedEvent pushed per object (kind, namespace, name): weakened
-        # when a newer version is pushed (see _emit, SharedEvent).
+        # when a newer version is pushed, where backlogs are unbounded (see _emit, SharedEvent).
         self._latest_shared: dict[tuple[str, str | None, str], SharedEvent] = {}
         self._rv = 0
         # ``synchronous``: FULL (default) fsyncs each commit, see store/sqlite.py.
@@ -570,9 +570,11 @@ class Store:
         self._history.append(ev)
         key = (ev.kind, ev.namespace, ev.name)
         # The previous version of this object need not stay decoded for watchers
-        # still behind (see SharedEvent).
+        # still behind (see SharedEvent), unless their backlogs are bounded: then
+        # holding it costs at most a backlog's worth of objects, and dropping it
+        # means each of them decodes (and interns) it again.
         prev = self._latest_shared.pop(key, None)
-        if prev is not None:
+        if prev is not None and self._watch_backlog is None:
             prev.weaken()
         watchers = self._watchers[ev.kind]
         if not watchers:
