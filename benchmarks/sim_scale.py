@@ -30,6 +30,9 @@ import threading
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's code, also when run from another worktree
+
 from phalanx.sim.arrivals import LoadedWorkload, resolve
 from phalanx.sim.report import summarize
 from phalanx.sim.runner import Simulation
