@@ -337,7 +337,7 @@ def _round_trip(value: dict, max_depth: int, max_nodes: int) -> Any:
     refuses), more brackets than ``max_depth`` (so the nesting cannot be
     deeper), more bytes than ``max_nodes`` (so the values cannot be more).
     UUIDs and enums, which orjson writes natively, become what it writes for
-    them, as they would sent by a client over HTTP."""
+    them, as they would be if a client sent them over HTTP."""
     try:
         raw = orjson.dumps(value, option=_ROUND_TRIP)
     except (TypeError, orjson.JSONEncodeError):
