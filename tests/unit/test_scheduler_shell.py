@@ -203,8 +203,8 @@ class FakeInformer:
     async def start(self) -> None:
         pass
 
-    async def wait_synced(self) -> None:
-        pass
+    async def wait_synced(self) -> bool:
+        return True
 
     def stop(self) -> None:
         pass

@@ -192,11 +192,13 @@ class HistoryRecorder:
         for inf in self.job_informers.values():
             await inf.start()
         for inf in self.job_informers.values():
-            await inf.wait_synced()
+            if not await inf.wait_synced():
+                return  # stopped before the caches were whole
         for inf in (self.podgroups, self.pods, self.events):
             await inf.start()
         for inf in (self.podgroups, self.pods, self.events):
-            await inf.wait_synced()
+            if not await inf.wait_synced():
+                return
         self._after_sync()
         self.synced.set()
         await self._write_loop()

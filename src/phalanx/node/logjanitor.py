@@ -50,7 +50,8 @@ class LogJanitor:
         for inf in self.informers.values():
             await inf.start()
         for inf in self.informers.values():
-            await inf.wait_synced()
+            if not await inf.wait_synced():
+                return  # stopped before the caches were whole
         try:
             await self.sweep()
         except Exception:  # a failed sweep must not stop the janitor

@@ -67,6 +67,7 @@ class Informer:
         self._synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self._halted = asyncio.Event()  # set by stop(): ends a wait_synced that would never return
         self.last_resource_version: str | None = None
 
     # -- registration --------------------------------------------------------
@@ -92,14 +93,22 @@ class Informer:
         """Start listing and watching in the background (see ``wait_synced``)."""
         if self._task is None or self._task.done():
             self._stopped = False
+            self._halted.clear()
             self._task = asyncio.get_running_loop().create_task(self.run(), name=f"informer-{self.kind}")
 
-    async def wait_synced(self, timeout: float | None = None) -> None:
-        """Return once the first list is in the cache."""
-        if timeout is None:
-            await self._synced.wait()
-        else:
-            await asyncio.wait_for(self._synced.wait(), timeout)
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until the first list is in the cache (True) or the informer is stopped
+        before that (False), as client-go's WaitForCacheSync; TimeoutError after ``timeout``."""
+        if not self._synced.is_set() and not self._halted.is_set():
+            waits = {asyncio.ensure_future(self._synced.wait()), asyncio.ensure_future(self._halted.wait())}
+            try:
+                done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if not done:
+                raise asyncio.TimeoutError(f"informer {self.kind}: not synced within {timeout:g}s")
+        return self._synced.is_set()
 
     @property
     def synced(self) -> bool:
@@ -107,6 +116,7 @@ class Informer:
 
     async def stop(self) -> None:
         self._stopped = True
+        self._halted.set()
         if self._task is not None:
             self._task.cancel()
 

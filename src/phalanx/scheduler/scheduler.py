@@ -127,7 +127,8 @@ class Scheduler:
     async def run(self) -> None:
         self._stopping = False
         try:
-            await self._start_informers()
+            if not await self._start_informers():
+                return  # stopped before the caches were whole
             await self.ensure_default_queues()
             while not self._stopping:
                 try:
@@ -161,11 +162,14 @@ class Scheduler:
             await (self._sink.stop() if stop else self._sink.flush())
 
     async def stop(self) -> None:
-        """Ask ``run`` to return after the current session."""
+        """Ask ``run`` to return after the current session (at once while the caches still list)."""
         self._stopping = True
         self._wake.set()
+        if not self.synced():
+            await self._stop_informers()
 
-    async def _start_informers(self) -> None:
+    async def _start_informers(self) -> bool:
+        """Start and sync the informers; False when stopped before they synced."""
         factory = self._informer_factory
         if factory is None:
             def factory(client: Client, kind: str) -> Any:
@@ -182,7 +186,8 @@ class Scheduler:
         for inf in self._informers.values():
             await inf.start()
         for inf in self._informers.values():
-            await inf.wait_synced()
+            if not await inf.wait_synced():
+                return False
         # The informers' handlers fed the cache as they listed; feed what they
         # hold once more for informers that do not replay their first list.
         for kind, inf in self._informers.items():
@@ -191,6 +196,7 @@ class Scheduler:
                 continue
             for obj in inf.list():
                 self._refeed(kind, namespace_of(obj) if kind in ("Pod", "PodGroup") else None, name_of(obj))
+        return True
 
     def _priority_classes_changed(self) -> None:
         """Every PodGroup's priority is read again from the PriorityClasses (and the default)."""

@@ -167,8 +167,8 @@ class SimAgent:
     async def run(self) -> None:
         self.pods.add_handler(self._on_pod)
         await self.pods.start()
-        await self.pods.wait_synced()
-        await self.controller.run()
+        if await self.pods.wait_synced():
+            await self.controller.run()
 
     async def stop(self) -> None:
         await self.pods.stop()

@@ -242,7 +242,8 @@ class Metrics:
         for inf in self._all_informers():
             await inf.start()
         for inf in self._all_informers():
-            await inf.wait_synced()
+            if not await inf.wait_synced():
+                return  # stopped before the caches were whole
         self._sample()
 
     async def stop(self) -> None:

@@ -127,7 +127,8 @@ class JobController:
         for inf in self._informers():
             await inf.start()
         for inf in self._informers():
-            await inf.wait_synced()
+            if not await inf.wait_synced():
+                return  # stopped before the caches were whole
         for kind, inf in self.jobs.items():
             for job in inf.list():
                 self.controller.queue.add(job_key(kind, namespace(job), name_of(job)))

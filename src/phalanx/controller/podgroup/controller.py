@@ -46,8 +46,8 @@ class PodGroupController:
 
     async def run(self) -> None:
         await self.pods.start()
-        await self.pods.wait_synced()
-        await self.controller.run()
+        if await self.pods.wait_synced():
+            await self.controller.run()
 
     async def stop(self) -> None:
         for target in (self.controller, self.pods):
