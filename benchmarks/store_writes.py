@@ -58,7 +58,8 @@ def event_creates(store: Store, n: int) -> None:
 def status_writes(store: Store, n: int) -> None:
     pod = store.create(make_pod(0), trusted=True)
     status = {"phase": "Running", "hostIP": "127.0.0.1", "startTime": "2026-12-03T12:00:00Z",
-              "conditions": [{"type": t, "status": "True", "lastTransitionTime": "2026-12-03T12:00:00Z"}
+              "conditions": [{"type": t, "status": "True", "lastProbeTime": None,  # as the node agent writes
+                              "lastTransitionTime": "2026-12-03T12:00:00Z"}
                              for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
               "containerStatuses": [{"name": "pytorch", "ready": True, "restartCount": 0, "image": "busybox",
                                      "state": {"running": {"startedAt": "2026-12-03T12:00:01Z"}}}]}

@@ -211,6 +211,14 @@ def test_round_trip_is_taken_for_plain_objects_and_declined_otherwise() -> None:
     ]
     for v in declined:
         assert _manifest._round_trip(v, 3, 40) is None, v
+    # Kept nulls (a status's lastProbeTime) are copied, unless a NaN or an infinity hides among them.
+    status = {"conditions": [{"type": "Ready", "lastProbeTime": None, "x": 1.5}], "podIP": None}
+    kept = _manifest._round_trip(status, 10, 200, strip_nulls=False)
+    assert kept == status and kept is not status and kept["conditions"][0] is not status["conditions"][0]
+    for v in ({"a": None, "b": float("nan")}, {"a": [None, float("-inf")]}, {"a": None, "b": {"c": float("inf")}}):
+        assert _manifest._round_trip(v, 10, 200, strip_nulls=False) is None, v
+        with pytest.raises(_manifest.ShapeError, match="not a valid number"):
+            _manifest.normalize_json(v, strip_nulls=False)
     # Whatever it declines still gets the full rules (and their errors).
     with pytest.raises(_manifest.ShapeError, match="not a valid number"):
         _manifest.normalize_json({"a": float("inf")})

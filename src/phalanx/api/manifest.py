@@ -330,21 +330,26 @@ def _plain_copy(value: Any, strip_nulls: bool, max_depth: int, max_nodes: int) -
 _ROUND_TRIP = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
-def _round_trip(value: dict, max_depth: int, max_nodes: int) -> Any:
+def _round_trip(value: dict, max_depth: int, max_nodes: int, strip_nulls: bool = True) -> Any:
     """``_plain_copy``'s result through orjson (C), or None where it might differ:
-    a value orjson refuses (non-string keys, integers past 64 bits, other types)
-    or writes as null (None, and NaN and the infinities, which admission
-    refuses), more brackets than ``max_depth`` (so the nesting cannot be
-    deeper), more bytes than ``max_nodes`` (so the values cannot be more).
-    UUIDs and enums, which orjson writes natively, become what it writes for
-    them, as they would be if a client sent them over HTTP."""
+    a value orjson refuses (non-string keys, integers past 64 bits, other types),
+    a null to strip (``strip_nulls``), a value orjson writes as null that is not
+    one (NaN and the infinities, which admission refuses: found by comparing the
+    copy with the original, in C), more brackets than ``max_depth`` (so the
+    nesting cannot be deeper), more bytes than ``max_nodes`` (so the values
+    cannot be more). UUIDs and enums, which orjson writes natively, become what
+    it writes for them, as they would be if a client sent them over HTTP (where
+    there is no null to check)."""
     try:
         raw = orjson.dumps(value, option=_ROUND_TRIP)
     except (TypeError, orjson.JSONEncodeError):
         return None
-    if len(raw) > max_nodes or raw.count(b"{") + raw.count(b"[") > max_depth or b"null" in raw:
+    if len(raw) > max_nodes or raw.count(b"{") + raw.count(b"[") > max_depth:
         return None
-    return orjson.loads(raw)
+    out = orjson.loads(raw)
+    if b"null" in raw and (strip_nulls or out != value):
+        return None
+    return out
 
 
 def normalize_json(value: Any, *, strip_nulls: bool = True, max_depth: int = MAX_DEPTH,
@@ -355,7 +360,7 @@ def normalize_json(value: Any, *, strip_nulls: bool = True, max_depth: int = MAX
     whose ``loc`` is the tuple of keys and indexes leading to the culprit.
     """
     if value.__class__ is dict:
-        out = _round_trip(value, max_depth, max_nodes)
+        out = _round_trip(value, max_depth, max_nodes, strip_nulls)
         if out is not None:
             return out
     try:
