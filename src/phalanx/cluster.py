@@ -40,6 +40,7 @@ from phalanx.node.metrics import NodeMetrics
 from phalanx.node.network import LocalNetwork
 from phalanx.objects.clock import Clock
 from phalanx.objects.errors import AlreadyExists
+from phalanx.runtime.informer import SharedInformers
 from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.metrics import SchedulerMetrics
 from phalanx.scheduler.scheduler import Scheduler
@@ -117,7 +118,9 @@ class EmbeddedCluster:
         )
         # The series of this control plane's operator, scheduler and node agents (the API server serves them).
         self.metrics_registry = CollectorRegistry()
-        self.gc = GarbageCollector(self.internal)
+        # One informer per kind for every component (each event decoded and cached once).
+        self.informers = SharedInformers(self.internal)
+        self.gc = GarbageCollector(self.internal, informers=self.informers)
         # The gang scheduler and, as Volcano's controller manager runs beside it, the
         # podgroup controller: both serve every name of ``config.scheduler_names``.
         own_name, *other_names = self.config.scheduler_names
@@ -125,16 +128,17 @@ class EmbeddedCluster:
                                extra_scheduler_names=tuple(other_names))
         self.scheduler: Scheduler | None = (
             Scheduler(self.internal, self.clock, sched_config, name=own_name,
-                      metrics=SchedulerMetrics(self.metrics_registry)) if scheduler else None)
+                      metrics=SchedulerMetrics(self.metrics_registry), informers=self.informers) if scheduler else None)
         self.podgroups: PodGroupController | None = (
-            PodGroupController(self.internal, sched_config.scheduler_names) if scheduler else None)
+            PodGroupController(self.internal, sched_config.scheduler_names, informers=self.informers)
+            if scheduler else None)
         self.namespaces = NamespaceController(self.internal)
         # Every job's states and events, for `phalanx timeline` and describe (also in split mode).
         self.histories = JobHistories(self.home / "history")
-        self.history = HistoryRecorder(self.internal, self.histories, self.clock)
+        self.history = HistoryRecorder(self.internal, self.histories, self.clock, informers=self.informers)
         self.jobs: JobController | None = (
             JobController(self.internal, self.clock, options, workers=self.config.operator.workers,
-                          metrics=OperatorMetrics(self.metrics_registry))
+                          metrics=OperatorMetrics(self.metrics_registry), informers=self.informers)
             if controllers else None)
         agent_cfg = AgentConfig(
             backoff_base=self.config.agent.backoff_base,

@@ -23,7 +23,7 @@ from phalanx.api.registry import all_kinds, by_kind
 from phalanx.client.interface import Client, Obj
 from phalanx.objects.errors import Conflict, NotFound
 from phalanx.runtime.controller import Controller
-from phalanx.runtime.informer import Informer
+from phalanx.runtime.informer import SharedInformer, SharedInformers
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,12 @@ def _owner_uids(obj: Obj | None) -> set[str]:
 class GarbageCollector:
     """Background cascading deletion by ownerReferences, for every kind."""
 
-    def __init__(self, client: Client, kinds: list[str] | None = None, workers: int = 2) -> None:
+    def __init__(self, client: Client, kinds: list[str] | None = None, workers: int = 2,
+                 informers: SharedInformers | None = None) -> None:
         self.client = client
         self.kinds = list(kinds or all_kinds())
-        self.informers: dict[str, Informer] = {k: Informer(client, k, trim=_slim) for k in self.kinds}
+        shared = informers or SharedInformers(client)
+        self.informers: dict[str, SharedInformer] = {k: shared.informer(k, trim=_slim) for k in self.kinds}
         self._uids: dict[str, Key] = {}
         self._dependents: dict[str, set[Key]] = {}
         self.controller: Controller[Key] = Controller("garbage-collector", self._check, workers=workers)

@@ -19,7 +19,7 @@ from phalanx.api.registry import JOB_KINDS
 from phalanx.client.interface import Client, Obj
 from phalanx.objects.clock import Clock, parse_time
 from phalanx.objects.meta import controller_uid, name_of, namespace_of, uid_of
-from phalanx.runtime.informer import Informer
+from phalanx.runtime.informer import SharedInformer, SharedInformers
 from phalanx.store.history import JobHistories, JobKey, Record
 
 log = logging.getLogger(__name__)
@@ -118,23 +118,21 @@ class HistoryRecorder:
     """
 
     def __init__(self, client: Client, histories: JobHistories, clock: Clock | None = None, *,
-                 threaded: bool = True) -> None:
+                 threaded: bool = True, informers: SharedInformers | None = None) -> None:
         self.client = client
         self.histories = histories
         self.clock = clock or Clock()
         self.threaded = threaded
-        self.job_informers = {k: Informer(client, k) for k in JOB_KINDS}
+        informers = informers or SharedInformers(client)
+        self.job_informers = {k: informers.informer(k) for k in JOB_KINDS}
         for inf in self.job_informers.values():
             inf.add_handler(self._on_job)
-        self.podgroups = Informer(client, "PodGroup")
+        self.podgroups = informers.informer("PodGroup")
         self.podgroups.add_index("owner", _owner_index)
-        self.podgroups.add_handler(self._on_podgroup)
-        self.pods = Informer(client, "Pod")
+        self.pods = informers.informer("Pod")
         self.pods.add_index("owner", _owner_index)
-        self.pods.add_handler(self._on_pod)
-        self.events = Informer(client, "Event")
+        self.events = informers.informer("Event")
         self.events.add_index("involved", _involved_index)
-        self.events.add_handler(self._on_event)
         self._jobs: dict[str, _Job] = {}  # job uid ->
         self._owner: dict[str, str] = {}  # pod / podgroup uid -> job uid
         self._names: dict[str, str] = {}  # pod uid -> name
@@ -185,7 +183,7 @@ class HistoryRecorder:
             self._idle.clear()
             await self._idle.wait()
 
-    def _informers(self) -> list[Informer]:
+    def _informers(self) -> list[SharedInformer]:
         return [*self.job_informers.values(), self.podgroups, self.pods, self.events]
 
     async def _main(self) -> None:
@@ -194,6 +192,11 @@ class HistoryRecorder:
         for inf in self.job_informers.values():
             if not await inf.wait_synced():
                 return  # stopped before the caches were whole
+        # Handled only now, so that each finds its job (informers other components started
+        # first replay what they hold to a handler added late).
+        for inf, handler in ((self.podgroups, self._on_podgroup), (self.pods, self._on_pod),
+                             (self.events, self._on_event)):
+            inf.add_handler(handler)
         for inf in (self.podgroups, self.pods, self.events):
             await inf.start()
         for inf in (self.podgroups, self.pods, self.events):

@@ -1,4 +1,5 @@
-"""Informer: a watched, cached, indexed view of one kind, as client-go's shared informer.
+"""Informer: a watched, cached, indexed view of one kind, as client-go's shared informer;
+SharedInformers: one such informer per kind for all the components of a process.
 
 List, then watch from the list's resourceVersion; relist on Gone; call handlers on every change.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 from phalanx.api.registry import by_kind
 from phalanx.client.interface import Client, Obj
@@ -74,8 +75,36 @@ class Informer:
 
     def add_handler(self, on_event: Handler) -> None:
         """``on_event(type, obj, old)``; type is ADDED, MODIFIED or DELETED. On a
-        relist the differences are replayed as such events."""
+        relist the differences are replayed as such events. A handler added once
+        the informer has listed is first sent an ADDED for every cached object,
+        as client-go's AddEventHandler does."""
         self._handlers.append(on_event)
+        if self._synced.is_set():
+            for bucket in list(self._cache.values()):
+                for obj in list(bucket.values()):
+                    try:
+                        on_event("ADDED", obj, None)
+                    except Exception:
+                        log.exception("informer %s: handler failed on ADDED", self.kind)
+
+    def remove_handler(self, on_event: Handler) -> None:
+        """Stop calling a handler added before (client-go's RemoveEventHandler)."""
+        try:
+            self._handlers.remove(on_event)
+        except ValueError:
+            pass
+
+    def drop_trim(self) -> None:
+        """Cache whole objects after all (a consumer that reads more shares this one)."""
+        self._trim = None
+
+    @property
+    def trim(self) -> Callable[[Obj], Obj] | None:
+        return self._trim
+
+    @property
+    def transform(self) -> Callable[[Obj], Obj] | None:
+        return self._transform
 
     def add_index(self, name: str, fn: IndexFunc) -> None:
         """Maintain an index ``fn(obj) -> values``; query it with ``by_index``."""
@@ -91,6 +120,8 @@ class Informer:
 
     async def start(self) -> None:
         """Start listing and watching in the background (see ``wait_synced``)."""
+        if self._task is not None and not self._task.done() and self._stopped:
+            await asyncio.gather(self._task, return_exceptions=True)  # stopping: let it end first
         if self._task is None or self._task.done():
             self._stopped = False
             self._halted.clear()
@@ -99,15 +130,7 @@ class Informer:
     async def wait_synced(self, timeout: float | None = None) -> bool:
         """Wait until the first list is in the cache (True) or the informer is stopped
         before that (False), as client-go's WaitForCacheSync; TimeoutError after ``timeout``."""
-        if not self._synced.is_set() and not self._halted.is_set():
-            waits = {asyncio.ensure_future(self._synced.wait()), asyncio.ensure_future(self._halted.wait())}
-            try:
-                done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in waits:
-                    w.cancel()
-            if not done:
-                raise asyncio.TimeoutError(f"informer {self.kind}: not synced within {timeout:g}s")
+        await _first_of(self._synced, self._halted, timeout, self.kind)
         return self._synced.is_set()
 
     @property
@@ -278,3 +301,147 @@ class Informer:
 
     def __len__(self) -> int:
         return sum(len(b) for b in self._cache.values())
+
+
+async def _first_of(synced: asyncio.Event, halted: asyncio.Event, timeout: float | None, kind: str) -> None:
+    """Wait until either event is set; TimeoutError after ``timeout``."""
+    if not synced.is_set() and not halted.is_set():
+        await _first_of_futures({asyncio.ensure_future(synced.wait()), asyncio.ensure_future(halted.wait())},
+                                timeout, kind)
+
+
+async def _first_of_futures(waits: Iterable[asyncio.Future[Any]], timeout: float | None, kind: str) -> None:
+    """Wait until one of ``waits`` is done, then cancel them all; TimeoutError after ``timeout``."""
+    futures = list(waits)
+    try:
+        done, _ = await asyncio.wait(futures, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in futures:
+            w.cancel()
+    if not done:
+        raise asyncio.TimeoutError(f"informer {kind}: not synced within {timeout:g}s")
+
+
+class SharedInformer:
+    """One component's use of an informer that ``SharedInformers`` shares: it adds its
+    own handlers and indexes; its ``stop`` ends only its own wait and, while other
+    components still use the informer, takes its handlers off (a ``start`` puts them
+    back, replaying the cache); the informer stops when every component has stopped."""
+
+    def __init__(self, informer: Informer, owner: "SharedInformers") -> None:
+        self.informer = informer
+        self._owner = owner
+        self._handlers: list[Handler] = []
+        self._index_names: dict[str, str] = {}
+        self._halted = asyncio.Event()
+        self._active = False
+        self._detached = False  # handlers taken off at a stop
+
+    @property
+    def kind(self) -> str:
+        return self.informer.kind
+
+    @property
+    def namespace(self) -> str | None:
+        return self.informer.namespace
+
+    @property
+    def last_resource_version(self) -> str | None:
+        return self.informer.last_resource_version
+
+    @property
+    def synced(self) -> bool:
+        return self.informer.synced
+
+    def add_handler(self, on_event: Handler) -> None:
+        """As ``Informer.add_handler`` (an informer that has listed replays its cache)."""
+        self._handlers.append(on_event)
+        self.informer.add_handler(on_event)
+
+    def add_index(self, name: str, fn: IndexFunc) -> None:
+        """An index of this component's own (names do not clash with other components')."""
+        own = self._index_names[name] = f"{id(self):x}/{name}"
+        self.informer.add_index(own, fn)
+
+    async def start(self) -> None:
+        self._halted.clear()
+        if self._detached:
+            self._detached = False
+            for h in self._handlers:
+                self.informer.add_handler(h)
+        if not self._active:
+            self._active = True
+            self._owner.use(self.informer, 1)
+        await self.informer.start()
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        """As ``Informer.wait_synced``; False once this component stopped."""
+        if not self._halted.is_set():
+            waits = {asyncio.ensure_future(self.informer.wait_synced()), asyncio.ensure_future(self._halted.wait())}
+            await _first_of_futures(waits, timeout, self.kind)
+        return self.informer.synced and not self._halted.is_set()
+
+    async def stop(self) -> None:
+        self._halted.set()
+        if not self._active:
+            return
+        self._active = False
+        if self._owner.use(self.informer, -1) <= 0:
+            await self.informer.stop()
+        elif not self._detached:
+            self._detached = True
+            for h in self._handlers:
+                self.informer.remove_handler(h)
+
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        return self.informer.get(namespace, name)
+
+    def list(
+        self, namespace: str | None = None, label_selector: str | dict[str, str] | LabelSelector | None = None,
+    ) -> builtins.list[Obj]:
+        return self.informer.list(namespace, label_selector)
+
+    def by_index(self, name: str, value: str) -> builtins.list[Obj]:
+        return self.informer.by_index(self._index_names[name], value)
+
+    def __len__(self) -> int:
+        return len(self.informer)
+
+
+class SharedInformers:
+    """The informers of one process's components, one per kind, namespace and
+    transform, as client-go's SharedInformerFactory: every event is watched,
+    decoded and cached once for all the components that read the kind. A
+    ``trim`` is kept only while every component asks for the same one (the
+    others read whole objects). ``SharedInformers(client)`` made for a single
+    component gives it informers of its own."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._informers: dict[tuple[str, str | None, object], Informer] = {}
+        self._users: dict[Informer, int] = {}
+
+    def informer(self, kind: str, namespace: str | None = None, *,
+                 transform: Callable[[Obj], Obj] | None = None,
+                 trim: Callable[[Obj], Obj] | None = None) -> SharedInformer:
+        key = (kind, namespace, transform)
+        inf = self._informers.get(key)
+        if inf is not None and inf.trim is not trim and inf.trim is not None:  # whole objects serve any trim
+            if inf.synced or inf.last_resource_version is not None:
+                inf = None  # listed trimmed already: this component gets its own
+            else:
+                inf.drop_trim()
+        if inf is None:
+            inf = Informer(self.client, kind, namespace, transform=transform, trim=trim)
+            self._informers.setdefault(key, inf)
+            self._users[inf] = 0
+        return SharedInformer(inf, self)
+
+    def use(self, informer: Informer, delta: int) -> int:
+        """Count a component starting (+1) or stopping (-1) ``informer``; how many use it now."""
+        self._users[informer] += delta
+        return self._users[informer]
+
+    def __len__(self) -> int:
+        """How many informers there are (observability, tests)."""
+        return len(self._users)

@@ -57,7 +57,7 @@ from phalanx.objects.clock import Clock, format_time, parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
 from phalanx.objects.meta import Obj, meta, name_of, namespace_of, resource_version, serves
 from phalanx.runtime.events import EventRecorder, EventSink
-from phalanx.runtime.informer import Informer
+from phalanx.runtime.informer import SharedInformers
 from phalanx.scheduler.cache import SnapshotCache
 from phalanx.scheduler.config import SchedulerConfig
 from phalanx.scheduler.framework import EvictionResult, SessionResult, check_config, run_session
@@ -91,8 +91,9 @@ class Scheduler:
                  name: str = "volcano", *, debounce: float = 0.005, period: float = 1.0, pace: float = 1.0,
                  priority_classes: dict[str, int] | None = None,
                  informer_factory: Callable[[Client, str], Any] | None = None,
-                 metrics: SchedulerMetrics | None = None) -> None:
+                 metrics: SchedulerMetrics | None = None, informers: SharedInformers | None = None) -> None:
         self.client = client
+        self._shared = informers
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
         self.clock = clock or Clock()
         self.config = config or SchedulerConfig(scheduler_name=name)
@@ -172,8 +173,10 @@ class Scheduler:
         """Start and sync the informers; False when stopped before they synced."""
         factory = self._informer_factory
         if factory is None:
+            shared = self._shared or SharedInformers(self.client)
+
             def factory(client: Client, kind: str) -> Any:
-                return Informer(client, kind, trim=trim_pod if kind == "Pod" else None)
+                return shared.informer(kind, trim=trim_pod if kind == "Pod" else None)
         for kind in ("Node", "Queue", "PodGroup", "Pod"):
             inf = factory(self.client, kind)
             inf.add_handler(self._handler(kind))

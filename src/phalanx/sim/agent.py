@@ -32,7 +32,7 @@ from phalanx.objects.errors import NotFound
 from phalanx.objects.meta import resource_version
 from phalanx.runtime.controller import Controller, Result
 from phalanx.runtime.events import EventRecorder
-from phalanx.runtime.informer import Informer
+from phalanx.runtime.informer import SharedInformers
 from phalanx.sim.behaviour import Behaviour, BehaviourError, behaviour_of, run_of
 from phalanx.sim.loop import VirtualClock
 from phalanx.sim.script import Outcome, WaitFor
@@ -144,13 +144,13 @@ class SimAgent:
     """Runs (in simulation) the pods bound to any of ``nodes``."""
 
     def __init__(self, client: Client, clock: Clock, nodes: Sequence[SimNode],
-                 config: SimAgentConfig | None = None) -> None:
+                 config: SimAgentConfig | None = None, informers: SharedInformers | None = None) -> None:
         self.client = client
         self.clock = clock
         self.config = config or SimAgentConfig()
         self.backoff = self.config.backoff()
         self.nodes = {n.name: n for n in nodes}
-        self.pods = Informer(client, "Pod")
+        self.pods = (informers or SharedInformers(client)).informer("Pod")
         self.controller: Controller[str] = Controller("sim-kubelet", self._reconcile, clock=clock)
         self.events = EventRecorder(client, COMPONENT, clock)
         self._pods: dict[str, _SimPod] = {}

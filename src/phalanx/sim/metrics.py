@@ -34,7 +34,7 @@ from phalanx.api.constants import (
 from phalanx.api.registry import JOB_KINDS
 from phalanx.client.interface import Client
 from phalanx.objects.quantity import parse_quantity, pod_requests
-from phalanx.runtime.informer import Informer
+from phalanx.runtime.informer import SharedInformer, SharedInformers
 from phalanx.sim.arrivals import replica_specs
 
 Obj = dict[str, Any]
@@ -205,7 +205,8 @@ class Metrics:
     """Collects the measurements; ``now()`` gives the virtual time in seconds."""
 
     def __init__(self, client: Client, now: Callable[[], float], capacity: tuple[float, float, float],
-                 on_job_done: Callable[[JobRecord], None] | None = None) -> None:
+                 on_job_done: Callable[[JobRecord], None] | None = None,
+                 informers: SharedInformers | None = None) -> None:
         self.client = client
         self.now = now
         self.capacity = capacity
@@ -226,10 +227,11 @@ class Metrics:
         self.evictions = {"preempted": 0, "reclaimed": 0}
         self.timeline = Timeline()
         self.pods_created = 0
-        self.informers = [Informer(client, k) for k in JOB_KINDS]
-        self.pod_informer = Informer(client, "Pod", transform=_slim_pod)
-        self.pg_informer = Informer(client, "PodGroup", transform=_slim_podgroup)
-        self.queue_informer = Informer(client, "Queue", transform=_slim_queue)
+        shared = informers or SharedInformers(client)
+        self.informers = [shared.informer(k) for k in JOB_KINDS]
+        self.pod_informer = shared.informer("Pod", transform=_slim_pod)
+        self.pg_informer = shared.informer("PodGroup", transform=_slim_podgroup)
+        self.queue_informer = shared.informer("Queue", transform=_slim_queue)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -250,7 +252,7 @@ class Metrics:
         for inf in self._all_informers():
             await inf.stop()
 
-    def _all_informers(self) -> list[Informer]:
+    def _all_informers(self) -> list[SharedInformer]:
         return [*self.informers, self.pod_informer, self.pg_informer, self.queue_informer]
 
     def submitted(self, job: Obj, at: float) -> JobRecord:

@@ -45,6 +45,7 @@ from phalanx.node.agent import ensure_node
 from phalanx.objects.clock import parse_time
 from phalanx.objects.errors import AlreadyExists, ApiError
 from phalanx.objects.quantity import parse_quantity
+from phalanx.runtime.informer import SharedInformers
 from phalanx.scheduler.scheduler import Scheduler
 from phalanx.sim.agent import SimAgent, SimAgentConfig, SimNode
 from phalanx.sim.arrivals import LoadedWorkload
@@ -203,21 +204,24 @@ class Simulation:
         self._capacity = _capacity(node_specs)
         await self._prepare(client, node_specs)
 
-        self.metrics = Metrics(client, loop.time, self._capacity, on_job_done=self._job_done)
+        # One informer per kind for every component (each event decoded and cached once).
+        shared = SharedInformers(internal)
+        self.metrics = Metrics(client, loop.time, self._capacity, on_job_done=self._job_done, informers=shared)
         await self.metrics.start()
         options = ReconcileOptions(gang_scheduler="volcano", local_runtime=False, resolvable_names=True,
                                    default_backoff_limit=s.default_backoff_limit)
-        self.gc = GarbageCollector(internal)
-        self.scheduler = Scheduler(internal, clock, period=s.seconds("scheduler_period") or 1.0, pace=0.0)
-        self.jobs = JobController(internal, clock, options)
+        self.gc = GarbageCollector(internal, informers=shared)
+        self.scheduler = Scheduler(internal, clock, period=s.seconds("scheduler_period") or 1.0, pace=0.0,
+                                   informers=shared)
+        self.jobs = JobController(internal, clock, options, informers=shared)
         agent_cfg = SimAgentConfig(backoff_base=s.seconds("backoff_base") or 0.0,
                                    backoff_cap=s.seconds("backoff_cap") or 0.0,
                                    startup=s.seconds("startup") or 0.0, stop_time=s.seconds("stop_time") or 0.0,
                                    events=s.events)
         nodes = [SimNode(name, _node_ip(i)) for i, (name, _) in enumerate(node_specs)]
-        self.agent = SimAgent(internal, clock, nodes, agent_cfg)
+        self.agent = SimAgent(internal, clock, nodes, agent_cfg, informers=shared)
         if self.histories is not None:
-            self.history = HistoryRecorder(internal, self.histories, clock, threaded=False)
+            self.history = HistoryRecorder(internal, self.histories, clock, threaded=False, informers=shared)
         for c in (self.gc, self.history, self.scheduler, self.jobs, self.agent):
             if c is not None:
                 self._tasks.append(loop.create_task(c.run(), name=type(c).__name__))

@@ -53,7 +53,7 @@ from phalanx.objects.errors import AlreadyExists, ApiError, Conflict, NotFound
 from phalanx.objects.meta import Obj, controller_ref, is_deleting, metadata_of, name_of, uid_of
 from phalanx.runtime.controller import Controller, Result
 from phalanx.runtime.events import EventRecorder
-from phalanx.runtime.informer import Informer
+from phalanx.runtime.informer import SharedInformer, SharedInformers
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ class JobController:
         recorder: EventRecorder | None = None,
         workers: int = 1,
         metrics: OperatorMetrics | None = None,
+        informers: SharedInformers | None = None,
     ) -> None:
         self.client = client
         self.metrics = metrics if metrics is not None else OperatorMetrics()  # what was written, counted
@@ -90,13 +91,14 @@ class JobController:
         self.frameworks: dict[str, Framework] = {k: get_framework(k) for k in (JOB_KINDS if kinds is None else kinds)}
         self._recorder = recorder
         self._recorders: dict[str, EventRecorder] = {}
-        self.jobs = {k: Informer(client, k) for k in self.frameworks}
+        informers = informers or SharedInformers(client)
+        self.jobs = {k: informers.informer(k) for k in self.frameworks}
         self.metrics.job_objects = self._cached_jobs
-        self.pods = Informer(client, "Pod")
-        self.services = Informer(client, "Service")
-        self.podgroups = Informer(client, "PodGroup") if self.options.gang_scheduler else None
+        self.pods = informers.informer("Pod")
+        self.services = informers.informer("Service")
+        self.podgroups = informers.informer("PodGroup") if self.options.gang_scheduler else None
         owned = sorted({k for fw in self.frameworks.values() for k in fw.owned_kinds(self.options)})
-        self.owned = {k: Informer(client, k) for k in owned}  # Framework.owned_objects (MPI's ConfigMap)
+        self.owned = {k: informers.informer(k) for k in owned}  # Framework.owned_objects (MPI's ConfigMap)
         for inf in (self.pods, self.services, *self.owned.values()):
             inf.add_index(OWNER_INDEX, owner_index)  # a job's objects without scanning the namespace
         for inf in (self.pods, self.services):
@@ -114,7 +116,7 @@ class JobController:
 
     # ---- wiring -----------------------------------------------------------------------
 
-    def _informers(self) -> list[Informer]:
+    def _informers(self) -> list[SharedInformer]:
         return [*self.jobs.values(), self.pods, self.services, *([self.podgroups] if self.podgroups is not None else []),
                 *self.owned.values()]
 

@@ -18,7 +18,7 @@ from phalanx.client.interface import Client, Obj
 from phalanx.controller.podgroup.core import decide, needs_group
 from phalanx.objects.errors import AlreadyExists, Conflict, NotFound
 from phalanx.runtime.controller import Controller, Result
-from phalanx.runtime.informer import Informer
+from phalanx.runtime.informer import SharedInformers
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +28,15 @@ Key = tuple[str, str]  # (namespace, pod name)
 class PodGroupController:
     """Gives every served pod without a PodGroup one of its own (Volcano's pg-controller)."""
 
-    def __init__(self, client: Client, scheduler_names: Iterable[str], workers: int = 4) -> None:
+    def __init__(self, client: Client, scheduler_names: Iterable[str], workers: int = 4,
+                 informers: SharedInformers | None = None) -> None:
         self.client = client
         self.scheduler_names = frozenset(scheduler_names)
         if not self.scheduler_names:
             raise ValueError("scheduler_names: must name at least one scheduler")
-        self.pods = Informer(client, "Pod")
-        self.pods.add_handler(self._on_pod)
         self.controller: Controller[Key] = Controller("podgroup-controller", self.reconcile, workers=workers)
+        self.pods = (informers or SharedInformers(client)).informer("Pod")
+        self.pods.add_handler(self._on_pod)
         self.created = 0  # PodGroups this controller created (observability, tests)
 
     def _on_pod(self, event_type: str, obj: Obj, old: Obj | None) -> None:
