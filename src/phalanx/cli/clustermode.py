@@ -41,6 +41,7 @@ from phalanx.objects.errors import ApiError, NotFound
 from phalanx.objects.names import is_dns1123_label, is_dns1123_subdomain, is_dns_label
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.gcpolicy import tune_for_long_running
+from phalanx.runtime.informer import SharedInformers
 from phalanx.runtime.leaderelection import ElectionConfig, LeaderElectionLost, LeaderElector, default_namespace
 from phalanx.runtime.probes import Check, OpsEndpoints
 from phalanx.scheduler.config import SchedulerConfig
@@ -430,9 +431,10 @@ async def run_scheduler(conn: Connection, settings: SchedulerSettings, say: Call
         config = replace(settings.config or SchedulerConfig(), scheduler_name=settings.scheduler_name,
                          default_queue=settings.default_queue)
         registry = process_registry()
+        shared = SharedInformers(client)  # one Pod watch for both
         sched = Scheduler(client, Clock(), config, name=settings.scheduler_name, period=settings.period,
-                          metrics=SchedulerMetrics(registry))
-        groups = PodGroupController(client, config.scheduler_names)
+                          metrics=SchedulerMetrics(registry), informers=shared)
+        groups = PodGroupController(client, config.scheduler_names, informers=shared)
         leading = Leading(settings.leader_election is None)
         ops = await start_ops(registry,
                               {"informer-sync": lambda: not leading.now or (sched.synced() and groups.pods.synced)},
