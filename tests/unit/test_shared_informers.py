@@ -41,7 +41,7 @@ async def test_two_components_share_one_watch_and_cache_and_each_gets_every_even
     client = LocalClient(store)
     shared = SharedInformers(client)
     a, b, seen_a, seen_b = await two_users(shared)
-    assert len(shared) == 1
+    assert shared.count == 1
     await client.create(pod("p1"))
     await eventually(lambda: seen_a == seen_b == [("ADDED", "p1")], what="both handlers")
     assert pod_watchers(store) == 1
@@ -60,7 +60,7 @@ async def test_a_transform_or_a_namespace_gets_an_informer_of_its_own() -> None:
     shared.informer("Pod", transform=slim)
     shared.informer("Pod", namespace="team-a")
     shared.informer("Service")
-    assert len(shared) == 4
+    assert shared.count == 4
 
 
 async def test_a_trim_is_kept_only_while_every_component_asks_for_it() -> None:
@@ -75,7 +75,7 @@ async def test_a_trim_is_kept_only_while_every_component_asks_for_it() -> None:
     await trimmed.start()
     assert await trimmed.wait_synced(1)
     assert "spec" in trimmed.get("default", "p1")  # the other reads whole objects
-    assert len(both) == 1
+    assert both.count == 1
     # Whole objects serve a later trimming consumer too.
     late = both.informer("Pod", trim=trim)
     assert late.informer is trimmed.informer

@@ -2,6 +2,7 @@
 embedded cluster runs it, writing inline)."""
 from __future__ import annotations
 
+import asyncio
 import copy
 from pathlib import Path
 
@@ -55,3 +56,22 @@ def test_without_a_folder_the_histories_live_in_a_temporary_one():
     off = Simulation(resolve(parse_workload(workload()), Path(".")), record_history=False)
     off.run()
     assert off.histories is None
+
+
+def test_the_components_share_one_watch_per_kind(tmp_path):
+    """Job controller, scheduler, kubelet, garbage collector and history recorder read one
+    Pod informer; the metrics' slimmed one is the only other Pod watch."""
+    watches: dict[str, int] = {}
+
+    async def count(sim: Simulation) -> None:
+        await sim.jobs.pods.wait_synced()
+        await asyncio.sleep(1.0)  # virtual: every component is up
+        for kind in ("Pod", "PodGroup", "PyTorchJob"):
+            watches[kind] = sum(1 for w in sim.store._watchers[kind] if not w.closed)
+
+    def started(sim: Simulation) -> None:
+        sim.spawn(count(sim))
+
+    sim = Simulation(resolve(parse_workload(workload()), Path(".")), history_dir=tmp_path, on_started=started)
+    sim.run()
+    assert watches == {"Pod": 2, "PodGroup": 2, "PyTorchJob": 1}

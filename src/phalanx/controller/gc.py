@@ -55,7 +55,7 @@ class GarbageCollector:
                  informers: SharedInformers | None = None) -> None:
         self.client = client
         self.kinds = list(kinds or all_kinds())
-        shared = informers or SharedInformers(client)
+        shared = informers if informers is not None else SharedInformers(client)
         self.informers: dict[str, SharedInformer] = {k: shared.informer(k, trim=_slim) for k in self.kinds}
         self._uids: dict[str, Key] = {}
         self._dependents: dict[str, set[Key]] = {}

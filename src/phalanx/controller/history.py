@@ -123,7 +123,7 @@ class HistoryRecorder:
         self.histories = histories
         self.clock = clock or Clock()
         self.threaded = threaded
-        informers = informers or SharedInformers(client)
+        informers = informers if informers is not None else SharedInformers(client)
         self.job_informers = {k: informers.informer(k) for k in JOB_KINDS}
         for inf in self.job_informers.values():
             inf.add_handler(self._on_job)

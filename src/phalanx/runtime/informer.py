@@ -442,6 +442,7 @@ class SharedInformers:
         self._users[informer] += delta
         return self._users[informer]
 
-    def __len__(self) -> int:
+    @property
+    def count(self) -> int:
         """How many informers there are (observability, tests)."""
         return len(self._users)

@@ -173,7 +173,7 @@ class Scheduler:
         """Start and sync the informers; False when stopped before they synced."""
         factory = self._informer_factory
         if factory is None:
-            shared = self._shared or SharedInformers(self.client)
+            shared = self._shared if self._shared is not None else SharedInformers(self.client)
 
             def factory(client: Client, kind: str) -> Any:
                 return shared.informer(kind, trim=trim_pod if kind == "Pod" else None)

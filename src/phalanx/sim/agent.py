@@ -150,7 +150,7 @@ class SimAgent:
         self.config = config or SimAgentConfig()
         self.backoff = self.config.backoff()
         self.nodes = {n.name: n for n in nodes}
-        self.pods = (informers or SharedInformers(client)).informer("Pod")
+        self.pods = (informers if informers is not None else SharedInformers(client)).informer("Pod")
         self.controller: Controller[str] = Controller("sim-kubelet", self._reconcile, clock=clock)
         self.events = EventRecorder(client, COMPONENT, clock)
         self._pods: dict[str, _SimPod] = {}

@@ -227,7 +227,7 @@ class Metrics:
         self.evictions = {"preempted": 0, "reclaimed": 0}
         self.timeline = Timeline()
         self.pods_created = 0
-        shared = informers or SharedInformers(client)
+        shared = informers if informers is not None else SharedInformers(client)
         self.informers = [shared.informer(k) for k in JOB_KINDS]
         self.pod_informer = shared.informer("Pod", transform=_slim_pod)
         self.pg_informer = shared.informer("PodGroup", transform=_slim_podgroup)

@@ -91,7 +91,7 @@ class JobController:
         self.frameworks: dict[str, Framework] = {k: get_framework(k) for k in (JOB_KINDS if kinds is None else kinds)}
         self._recorder = recorder
         self._recorders: dict[str, EventRecorder] = {}
-        informers = informers or SharedInformers(client)
+        informers = informers if informers is not None else SharedInformers(client)
         self.jobs = {k: informers.informer(k) for k in self.frameworks}
         self.metrics.job_objects = self._cached_jobs
         self.pods = informers.informer("Pod")

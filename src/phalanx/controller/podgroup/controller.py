@@ -35,7 +35,7 @@ class PodGroupController:
         if not self.scheduler_names:
             raise ValueError("scheduler_names: must name at least one scheduler")
         self.controller: Controller[Key] = Controller("podgroup-controller", self.reconcile, workers=workers)
-        self.pods = (informers or SharedInformers(client)).informer("Pod")
+        self.pods = (informers if informers is not None else SharedInformers(client)).informer("Pod")
         self.pods.add_handler(self._on_pod)
         self.created = 0  # PodGroups this controller created (observability, tests)
 
