@@ -283,3 +283,30 @@ def test_a_kill_records_one_killing_event_per_container():
         assert [(e["message"], e.get("count", 1)) for e in events] == [("Stopping container main", 1)]
 
     run(scenario, 30, SimAgentConfig(events=True, stop_time=3))
+
+
+def test_its_own_writes_coming_back_do_not_start_another_round(monkeypatch):
+    """A pod event no newer than the pod the agent holds (the echo of its own status
+    write) is not news: a pod run to its end is decided on once per change it went
+    through, not once more per write it made."""
+    from phalanx.sim import agent as sim_agent
+
+    decisions: list[str] = []
+    decide = sim_agent.podstate.decide
+
+    def counting(pod, *a, **k):
+        decisions.append(pod["metadata"]["resourceVersion"])
+        return decide(pod, *a, **k)
+
+    monkeypatch.setattr(sim_agent.podstate, "decide", counting)
+
+    async def scenario(c, loop):
+        await c.create(pod("p", ["sleep", "5"]))
+
+    seen = run(scenario, 30)
+    assert seen == [(0.0, ("Pending", "", "", 0)), (0.0, ("Pending", "waiting", "ContainerCreating", 0)),
+                    (0.0, ("Running", "running", "", 0)), (5.0, ("Succeeded", "terminated", "Completed", 0))]
+    # Bound (rv 2): decide, write ContainerCreating (3) and start; decide, write Running (4);
+    # decide (no change). At 5 s: decide, write Succeeded (5); decide (no change). The
+    # echoes of writes 3, 4 and 5 start no round of their own.
+    assert len(decisions) == 5, decisions

@@ -37,7 +37,7 @@ from phalanx.node.pyenv import PythonEnvironment
 from phalanx.node.statuswrite import write_pod_status
 from phalanx.objects.clock import Clock, format_time
 from phalanx.objects.errors import AlreadyExists, Conflict
-from phalanx.objects.meta import match_labels
+from phalanx.objects.meta import match_labels, resource_version
 from phalanx.runtime.events import EventRecorder
 from phalanx.runtime.informer import Informer
 
@@ -241,7 +241,12 @@ class NodeAgent:
             self._workers[uid] = worker
             worker.start()
         else:
+            # A version no newer than the one held is the worker's own status write
+            # coming back (or one its write or re-read already included): not news.
+            stale = resource_version(pod) <= resource_version(worker.pod)
             worker.update(pod)
+            if stale:
+                return
         self._file_worker(worker)
         worker.wake()
 

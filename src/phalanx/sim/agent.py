@@ -206,7 +206,12 @@ class SimAgent:
             p = _SimPod(uid, key[0], key[1], node, pod)
             self._pods[uid] = p
         else:
+            # A version no newer than the one held is this agent's own write coming
+            # back (or one its write or re-read already included): nothing to decide.
+            stale = resource_version(pod) <= resource_version(p.pod)
             p.update(pod)
+            if stale:
+                return
         self.controller.enqueue(uid)
 
     # ------------------------------------------------------------------ one round
