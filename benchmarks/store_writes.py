@@ -35,9 +35,9 @@ from phalanx.store.store import Store
 
 def new_store(packed: bool) -> Store:
     store = Store(None, Clock(), admission=admit, packer=Packer() if packed else None)
-    store.add_admission_plugin(NamespaceLifecycle(store))
-    store.add_admission_plugin(PriorityAdmission(store))
-    store.add_admission_plugin(commandcheck.admission_plugin)
+    store.add_admission_plugin(NamespaceLifecycle(store), status_writes=False)  # as cluster.py registers them
+    store.add_admission_plugin(PriorityAdmission(store), status_writes=False)
+    store.add_admission_plugin(commandcheck.admission_plugin, status_writes=False)
     store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
     return store
 

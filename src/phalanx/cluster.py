@@ -92,11 +92,12 @@ class EmbeddedCluster:
                            group_commit=True)
         self.network = LocalNetwork(self.home)
         # First: nothing is allocated for an object refused for its namespace.
-        self.store.add_admission_plugin(NamespaceLifecycle(self.store))
+        # None of these acts on a status write (creates, spec changes, Service addresses).
+        self.store.add_admission_plugin(NamespaceLifecycle(self.store), status_writes=False)
         # kube-apiserver's, so in plain-Kubernetes mode too: pod priorities from their PriorityClass.
-        self.store.add_admission_plugin(PriorityAdmission(self.store))
-        self.store.add_admission_plugin(self.network.admission_plugin)
-        self.store.add_admission_plugin(commandcheck.admission_plugin)
+        self.store.add_admission_plugin(PriorityAdmission(self.store), status_writes=False)
+        self.store.add_admission_plugin(self.network.admission_plugin, status_writes=False)
+        self.store.add_admission_plugin(commandcheck.admission_plugin, status_writes=False)
         # ``client``: the API's (and the user's) client, every write admitted in full; ``internal``: the
         # components' own, trusted (their writes skip the schema decoding, see Store.create).
         self.client = LocalClient(self.store)

@@ -869,6 +869,22 @@ def test_plugins_run_on_update_and_status(clock: FakeClock) -> None:
     assert ops == ["create", "update", "update"]
 
 
+def test_a_plugin_without_status_writes_is_not_called_for_one(clock: FakeClock) -> None:
+    store = Store(None, clock)
+    ops: list[tuple[str, str]] = []
+    store.add_admission_plugin(lambda op, obj, old: ops.append(("all", op)))
+    store.add_admission_plugin(lambda op, obj, old: ops.append(("spec", op)), status_writes=False)
+    created = store.create(job())
+    created["spec"]["x"] = 1
+    created = store.update(created)
+    created = store.update_status({**created, "status": {"a": "b"}})
+    name = created["metadata"]["name"]
+    store.patch("PyTorchJob", name, "default", {"status": {"a": "c"}}, subresource="status")
+    store.delete("PyTorchJob", name, "default")
+    assert ops == [("all", "create"), ("spec", "create"), ("all", "update"), ("spec", "update"),
+                   ("all", "update"), ("all", "update"), ("all", "delete"), ("spec", "delete")]
+
+
 def test_a_status_write_keeps_only_the_status_a_plugin_returns(clock: FakeClock) -> None:
     store = Store(None, clock)
     seen: list[tuple[dict, dict]] = []

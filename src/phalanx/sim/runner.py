@@ -194,7 +194,7 @@ class Simulation:
                            name_rng=random.Random(self.seed), interner=Interner(),
                            watch_backlog=SIM_WATCH_BACKLOG, packer=Packer())
         # as the embedded cluster: pods get their priority from their PriorityClass
-        self.store.add_admission_plugin(PriorityAdmission(self.store))
+        self.store.add_admission_plugin(PriorityAdmission(self.store), status_writes=False)
         client_type = LocalClient if s.events else QuietEventsClient
         # The workload's objects are admitted in full; the components write through a trusted
         # client, as the embedded cluster's do (objects built from admitted ones).

@@ -128,6 +128,7 @@ class Store:
         self._admission_copies = bool(getattr(admission, "returns_fresh_copy", False))
         self._admission_trusts = bool(getattr(admission, "accepts_trusted", False))
         self._plugins: Plugins = []
+        self._status_plugins: Plugins = []  # those that also run on status writes
         self._data: dict[str, dict[str | None, dict[str, Entry]]] = {k: {} for k in all_kinds()}
         # Weak: a watch its consumer dropped without closing disappears by itself.
         # A WeakKeyDictionary (not a WeakSet) so events reach watchers in the
@@ -154,13 +155,17 @@ class Store:
 
     # ------------------------------------------------------------------ set-up
 
-    def add_admission_plugin(self, fn: AdmissionPlugin) -> None:
+    def add_admission_plugin(self, fn: AdmissionPlugin, *, status_writes: bool = True) -> None:
         """Register ``fn(op, obj, old) -> obj``, run after admission on create and
         update (incl. status and patch). It may change and return the object or
         raise ApiError to refuse; ``old`` (the stored object) it reads, never changes. On removal it is called with op "delete" (the
         last state, old=None) so it can release what it allocated; its errors are
-        then logged, not raised."""
+        then logged, not raised. ``status_writes=False``: ``fn`` has nothing to do
+        on a status write (as kube-apiserver's plugins that return at once for a
+        subresource) and is not called for one."""
         self._plugins.append(fn)
+        if status_writes:
+            self._status_plugins.append(fn)
 
     def _load(self, db: SqliteBackend) -> None:
         counter, rows = db.load()
@@ -360,13 +365,13 @@ class Store:
         old = codec.loads(raw)
         check_preconditions(rt, name, meta, old)
         status = checked_status(rt, name, obj["status"]) if "status" in obj else None
-        if self._plugins:
+        if self._status_plugins:
             new = codec.loads(raw)  # the plugins' own whole object, of which only the status is kept
             if status is None:
                 new.pop("status", None)
             else:
                 new["status"] = status
-            new = self._run_plugins("update", new, old)
+            new = self._run_plugins("update", new, old, self._status_plugins)
             check_identity(rt, new, ns, name)
             status = new.get("status")
         # Only status changes here: the rest is the stored object's (``old``, a private
@@ -618,9 +623,9 @@ class Store:
             raise ApiError("Internal error occurred: admission returned a non-object")
         return res
 
-    def _run_plugins(self, op: str, obj: Obj, old: Obj | None) -> Obj:
+    def _run_plugins(self, op: str, obj: Obj, old: Obj | None, plugins: Plugins | None = None) -> Obj:
         done: Plugins = []
-        for p in self._plugins:
+        for p in self._plugins if plugins is None else plugins:
             try:
                 res = p(op, obj, old)
                 if res is not None and not isinstance(res, dict):
