@@ -252,3 +252,22 @@ async def test_without_the_fork_server_the_shim_still_finds_its_directories(tmp_
         assert inst.log_path.read_text() == "hi\n"
     finally:
         await rt.shutdown(0)
+
+
+async def test_a_pod_event_no_newer_than_the_held_pod_wakes_nothing(agent):
+    """The echo of the worker's own status write (same resourceVersion) or an older
+    version is not news; a newer version, or the pod's deletion, wakes the worker."""
+    w = add_worker(agent, "p0", job="a")
+    held = dict(w.pod, metadata={**w.pod["metadata"], "resourceVersion": "7"}, status={"phase": "Running"})
+    w.update(held)
+    ws = {"p0": w}
+    agent._on_pod("MODIFIED", dict(held), None)
+    assert woken(ws) == []
+    older = dict(held, metadata={**held["metadata"], "resourceVersion": "6"}, status={"phase": "Pending"})
+    agent._on_pod("MODIFIED", older, None)
+    assert woken(ws) == [] and w.pod["status"] == {"phase": "Running"}  # the older one is not taken
+    newer = dict(held, metadata={**held["metadata"], "resourceVersion": "8", "deletionTimestamp": "t"})
+    agent._on_pod("MODIFIED", newer, None)
+    assert woken(ws) == ["p0"] and w.pod is newer
+    agent._on_pod("DELETED", dict(newer), None)
+    assert woken(ws) == ["p0"] and w.removed
