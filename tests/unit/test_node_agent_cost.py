@@ -269,5 +269,8 @@ async def test_a_pod_event_no_newer_than_the_held_pod_wakes_nothing(agent):
     newer = dict(held, metadata={**held["metadata"], "resourceVersion": "8", "deletionTimestamp": "t"})
     agent._on_pod("MODIFIED", newer, None)
     assert woken(ws) == ["p0"] and w.pod is newer
+    # A version with no number to compare is not taken for an echo.
+    agent._on_pod("MODIFIED", dict(newer, metadata={**newer["metadata"], "resourceVersion": ""}), None)
+    assert woken(ws) == ["p0"]
     agent._on_pod("DELETED", dict(newer), None)
     assert woken(ws) == ["p0"] and w.removed

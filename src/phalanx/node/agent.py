@@ -243,7 +243,7 @@ class NodeAgent:
         else:
             # A version no newer than the one held is the worker's own status write
             # coming back (or one its write or re-read already included): not news.
-            stale = resource_version(pod) <= resource_version(worker.pod)
+            stale = 0 < resource_version(pod) <= resource_version(worker.pod)  # (0: no number to compare)
             worker.update(pod)
             if stale:
                 return

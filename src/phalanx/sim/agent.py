@@ -208,7 +208,7 @@ class SimAgent:
         else:
             # A version no newer than the one held is this agent's own write coming
             # back (or one its write or re-read already included): nothing to decide.
-            stale = resource_version(pod) <= resource_version(p.pod)
+            stale = 0 < resource_version(pod) <= resource_version(p.pod)  # (0: no number to compare)
             p.update(pod)
             if stale:
                 return
