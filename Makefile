@@ -82,8 +82,10 @@ lint: install-test
 	$(VENV)/bin/hadolint Dockerfile
 
 # --no-skips: a test skipped because something is missing fails (a skip would hide a missing install).
+# -n 2: both cores (pytest-xdist); tests/conftest.py keeps a file's tests, and tests/envtest's, on one worker.
 test: system-deps install-test lint envtest
-	KUBEBUILDER_ASSETS=$(or $(KUBEBUILDER_ASSETS),$(ENVTEST_DIR)) $(PY) -m pytest -q --no-skips --durations=25
+	KUBEBUILDER_ASSETS=$(or $(KUBEBUILDER_ASSETS),$(ENVTEST_DIR)) $(PY) -m pytest -q --no-skips --durations=25 \
+	  -n 2 --dist loadfile
 
 bench: install-test
 	$(PY) benchmarks/scheduler_throughput.py

@@ -45,7 +45,7 @@ from phalanx.client.interface import Client
 from phalanx.cluster import EmbeddedCluster
 from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
 from phalanx.node.instancefiles import STATUS_SUFFIX
-from phalanx.node.network import port_free
+from phalanx.node.machineclaims import port_free
 
 TORCHX_WALL, TORCHX_CPU = 11.3, 13.0
 

@@ -215,6 +215,7 @@ class EmbeddedCluster:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         self.store.close()
+        self.network.close()  # its machine-wide claims too (pods left running keep their ports bound)
 
     async def __aenter__(self) -> "EmbeddedCluster":
         await self.start()

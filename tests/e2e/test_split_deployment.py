@@ -215,15 +215,18 @@ async def _absent(c, kind, name) -> bool:
 # ---------------------------------------------------------------- P1 in both modes
 
 
-def _normalize_pod(pod: dict, master_address: str | None) -> dict:
+def _normalize_pod(pod: dict, master_address: str | None, master_port: int | None) -> dict:
     """What the operator decided about a pod; server-assigned identity, placement and
-    the local network's address for the master are neutralized."""
+    the local network's address and host port for the master (another home on the machine
+    may hold the declared one) are neutralized."""
     meta = pod["metadata"]
     spec = copy.deepcopy(pod["spec"])
     spec.pop("nodeName", None)
     text = json.dumps(spec)
     if master_address:
         text = text.replace(json.dumps(master_address), '"<master address>"')
+    if master_port:
+        text = text.replace(json.dumps(str(master_port)), '"<master port>"')
     return {
         "name": meta["name"], "labels": meta.get("labels"), "annotations": meta.get("annotations"),
         "finalizers": meta.get("finalizers"),
@@ -248,6 +251,7 @@ async def run_p1(c, rec: Recorder) -> dict:
     job = await c.get("PyTorchJob", "pytest", "default")
     master_svc = await c.get("Service", "pytest-master-0", "default")
     address = (master_svc["metadata"].get("annotations") or {}).get("phalanx.dev/address")
+    host_ports = json.loads((master_svc["metadata"].get("annotations") or {}).get("phalanx.dev/host-ports", "{}"))
     pods = {p["metadata"]["name"]: p for p in (await c.list("Pod", "default")).items
             if any(r.get("uid") == created["metadata"]["uid"] for r in p["metadata"].get("ownerReferences") or [])}
     services = {s["metadata"]["name"]: {"labels": s["metadata"].get("labels"),
@@ -262,7 +266,7 @@ async def run_p1(c, rec: Recorder) -> dict:
         "pod restarts": {n: rec.restarts.get(n, 0) for n in PT_PODS},
         "pod instances": {n: len(rec.uids.get(n, [])) for n in PT_PODS},
         "final pod states": {n: rec.states("Pod", n)[-1] for n in PT_PODS},
-        "pods": {n: _normalize_pod(p, address) for n, p in sorted(pods.items())},
+        "pods": {n: _normalize_pod(p, address, host_ports.get("pytorchjob-port")) for n, p in sorted(pods.items())},
         "services": services,
         "nodes": sorted({p["spec"].get("nodeName") for p in pods.values()}),
     }

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from phalanx.cli import describe as describe_mod
+from phalanx.node.network import PORT_RANGE
 from phalanx.objects.errors import ApiError, NotFound
 from tests.scenarios.conftest import job_state, load_example, scaled, wait_until
 
@@ -138,7 +139,9 @@ async def test_p3_environment_of_master_and_workers(cluster):
     master_svc = await c.get("Service", "pytest-master-0", "default")
     ports = json.loads(master_svc["metadata"]["annotations"]["phalanx.dev/host-ports"])
     port = str(ports["pytorchjob-port"])
-    assert port == "23456" or not _port_was_free(23456)
+    # The declared port unless it was taken: by a program (bound) or by another home on the machine (claimed, as a
+    # test running beside this one); tests/unit/test_node_network.py and test_machine_claims.py check which.
+    assert port == "23456" or PORT_RANGE[0] <= int(port) <= PORT_RANGE[1]
     addr = "pytest-master-0" if names_resolvable else master_svc["metadata"]["annotations"]["phalanx.dev/address"]
     for i, name in enumerate(PODS):
         pod = await c.get("Pod", name, "default")
@@ -158,18 +161,6 @@ async def test_p3_environment_of_master_and_workers(cluster):
     assert (await c.get("Pod", "pytest-master-0", "default"))["spec"].get("initContainers") in (None, [])
     w = await c.get("Pod", "pytest-worker-0", "default")
     assert [ic["name"] for ic in w["spec"]["initContainers"]] == ["init-pytorch"]
-
-
-def _port_was_free(port: int) -> bool:
-    import socket
-    s = socket.socket()
-    try:
-        s.bind(("0.0.0.0", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 async def _log(cluster, pod: str, container: str | None = None) -> str:

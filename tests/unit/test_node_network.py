@@ -8,7 +8,8 @@ import pytest
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
 from phalanx.node import initwait
-from phalanx.node.network import LocalNetwork, port_free, service_owner
+from phalanx.node.machineclaims import LOCK_PATH_ENV, port_free
+from phalanx.node.network import LocalNetwork, service_owner
 from phalanx.node.nsswrapper import find_nss_wrapper
 from phalanx.objects.errors import Invalid
 
@@ -27,22 +28,35 @@ def free_port() -> int:
     return port
 
 
+@pytest.fixture(autouse=True)
+def own_claims(tmp_path_factory, monkeypatch):
+    """The homes here claim blocks and ports among themselves (the numbers asserted do not depend on other
+    homes running on the machine); tests/unit/test_machine_claims.py covers the machine-wide file."""
+    monkeypatch.setenv(LOCK_PATH_ENV, str(tmp_path_factory.mktemp("claims") / "loopback.lock"))
+
+
 @pytest.fixture
 def net(tmp_path):
     return LocalNetwork(tmp_path)
 
 
-def test_addresses_start_at_127_0_1_2_unique_and_idempotent(net):
+def test_addresses_start_at_the_homes_block_unique_and_idempotent(net):
     a = net.allocate_address("Service/default/a")
     b = net.allocate_address("Service/default/b")
-    assert (a, b) == ("127.0.1.2", "127.0.1.3")
+    assert net.block is not None and 1 <= net.block <= 255
+    assert (a, b) == (f"127.{net.block}.0.1", f"127.{net.block}.0.2")
     assert net.allocate_address("Service/default/a") == a
 
 
-def test_addresses_skip_network_and_broadcast_octets(tmp_path):
-    net = LocalNetwork(tmp_path, first_address="127.0.1.254")
+def test_a_home_made_before_blocks_keeps_allocating_from_127_0_1_2_on(tmp_path):
+    (tmp_path / "network").mkdir()
+    (tmp_path / "network" / "allocations.json").write_text(json.dumps(
+        {"version": 1, "cursor": "127.0.1.254", "portCursor": 10000,
+         "addresses": {"old": "127.0.1.253"}, "ports": {}, "published": {}}))
+    net = LocalNetwork(tmp_path)
     got = [net.allocate_address(f"o{i}") for i in range(3)]
-    assert got == ["127.0.1.254", "127.0.2.1", "127.0.2.2"]
+    assert net.block == 0
+    assert got == ["127.0.1.254", "127.0.2.1", "127.0.2.2"]  # skipping the network and broadcast octets
 
 
 def test_released_address_is_not_reused_at_once(net):
@@ -106,7 +120,7 @@ def test_admission_plugin_annotates_service_on_create(tmp_path):
     net = LocalNetwork(tmp_path, check_bind=False)
     s = net.admission_plugin("create", svc("pytest-master-0", [{"name": "pytorchjob-port", "port": 23456}]), None)
     ann = s["metadata"]["annotations"]
-    assert ann[ANNOTATION_ADDRESS] == "127.0.1.2"
+    assert ann[ANNOTATION_ADDRESS] == f"127.{net.block}.0.1"
     assert json.loads(ann[ANNOTATION_HOST_PORTS]) == {"pytorchjob-port": 23456}
     s2 = net.admission_plugin("create", svc("pytest-worker-0", [{"name": "pytorchjob-port", "port": 23456}]), None)
     assert json.loads(s2["metadata"]["annotations"][ANNOTATION_HOST_PORTS])["pytorchjob-port"] != 23456
@@ -127,7 +141,7 @@ def test_admission_plugin_keeps_allocation_on_update_and_releases_on_delete(tmp_
     assert net.address_of(service_owner("default", "a")) is None
     assert net.ports_of(service_owner("default", "a")) == {}
     net.flush()
-    assert "127.0.1.2" not in net.hosts_path.read_text()
+    assert ann[ANNOTATION_ADDRESS] not in net.hosts_path.read_text()
 
 
 def test_admission_plugin_ignores_other_kinds_and_refuses_bad_names(tmp_path):

@@ -14,11 +14,19 @@ import pytest
 
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
 from phalanx.node import network
+from phalanx.node.machineclaims import LOCK_PATH_ENV
 from phalanx.node.network import LocalNetwork, service_owner
 from phalanx.objects.errors import Invalid
 
 SRC = str(Path(network.__file__).resolve().parents[2])
 NAMES = "{n} {n}.default {n}.default.svc {n}.default.svc.cluster.local"
+
+
+@pytest.fixture(autouse=True)
+def own_claims(tmp_path_factory, monkeypatch):
+    """The homes here claim blocks and ports among themselves (the numbers asserted do not depend on other
+    homes running on the machine); tests/unit/test_machine_claims.py covers the machine-wide file."""
+    monkeypatch.setenv(LOCK_PATH_ENV, str(tmp_path_factory.mktemp("claims") / "loopback.lock"))
 
 
 def svc(name: str, ports: list[dict], ns: str = "default") -> dict:

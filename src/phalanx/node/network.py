@@ -2,7 +2,8 @@
 
 Pods share this machine's port space, so every declared Service port gets a
 host port unique on the machine (the declared number when it is free), and
-every Service / pod a loopback address ``127.x.y.z``. Allocations live in
+every Service / pod a loopback address ``127.N.y.z`` from the home's own block ``127.N.0.0/16`` (the host
+port and the block claimed machine-wide: ``node/machineclaims.py``). Allocations live in
 ``<state>/network/allocations.json`` plus the journal of changes since
 (``allocations.journal``, one JSON line per change) so a restart keeps them.
 Names resolve through ``<state>/network/hosts``, read by nss_wrapper when it
@@ -17,7 +18,6 @@ import ipaddress
 import json
 import logging
 import os
-import socket
 import tempfile
 import threading
 import time
@@ -27,6 +27,7 @@ from typing import Any, Iterator
 from phalanx.api.constants import ANNOTATION_ADDRESS, ANNOTATION_HOST_PORTS
 from phalanx.node.alloctable import AllocationTable, ip_of, readopt
 from phalanx.node.hostsfile import render_hosts
+from phalanx.node.machineclaims import MachineClaims, port_free
 from phalanx.node.nsswrapper import find_nss_wrapper, nss_wrapper_available
 from phalanx.objects.errors import FieldError, Invalid
 from phalanx.objects.names import is_dns_label
@@ -35,28 +36,14 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
+# Block 0 (127.0.0.0/16, the host's own 127.0.0.1 in it) is for homes made before blocks: their addresses
+# start at 127.0.1.2. A new home takes a block of 1..255 and its addresses 127.N.0.1-127.N.255.254.
 FIRST_ADDRESS = "127.0.1.2"
-LAST_ADDRESS = "127.255.255.254"
 # Host ports handed out when the declared one is taken: below Linux's
 # ephemeral range (32768-60999) so outgoing connections do not grab them, and
 # wide enough for every Service of a few thousand stored jobs (wider than
 # Kubernetes' NodePort range). A port in use by another program is skipped.
 PORT_RANGE = (10000, 32767)
-
-def port_free(port: int, protocol: str = "TCP") -> bool:
-    """Whether a program could bind ``0.0.0.0:port`` now (SO_REUSEADDR, as
-    servers set it, so sockets in TIME_WAIT do not count)."""
-    kind = socket.SOCK_DGRAM if protocol.upper() == "UDP" else socket.SOCK_STREAM
-    s = socket.socket(socket.AF_INET, kind)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("0.0.0.0", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
 
 # The hosts file is rewritten at most once per this many seconds while names
 # change (a burst of publishes shares one write); a change after a quiet spell
@@ -78,17 +65,17 @@ class LocalNetwork:
     ``sync_services`` re-derives Service allocations from their annotations.
     """
 
-    def __init__(self, state_dir: Path, *, first_address: str = FIRST_ADDRESS,
-                 port_range: tuple[int, int] = PORT_RANGE, check_bind: bool = True,
-                 hosts_interval: float = HOSTS_FLUSH_INTERVAL) -> None:
+    def __init__(self, state_dir: Path, *, port_range: tuple[int, int] = PORT_RANGE, check_bind: bool = True,
+                 hosts_interval: float = HOSTS_FLUSH_INTERVAL, claims_path: Path | None = None) -> None:
         self.dir = Path(state_dir) / "network"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.table_path = self.dir / "allocations.json"
         self.journal_path = self.dir / "allocations.journal"
         self.hosts_path = self.dir / "hosts"
         self._lock_path = self.dir / ".lock"
-        self._first = int(ipaddress.IPv4Address(first_address))
-        self._last = int(ipaddress.IPv4Address(LAST_ADDRESS))
+        self.claims = MachineClaims(claims_path)
+        self.block: int | None = None  # the address block this instance claimed (on first use)
+        self._first = self._last = 0
         self.port_range = port_range
         self.check_bind = check_bind
         self.hosts_interval = hosts_interval
@@ -123,6 +110,8 @@ class LocalNetwork:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX)
             try:
                 t = self._sync()
+                if self.block is None:
+                    self._take_block(t)
                 try:
                     yield t
                 except BaseException:
@@ -171,7 +160,7 @@ class LocalNetwork:
         return self._table
 
     def _reload(self, generation: int, stamp: tuple[int, int, int] | None) -> AllocationTable:
-        t = AllocationTable(ip_of(self._first), self.port_range[0])
+        t = AllocationTable(FIRST_ADDRESS, self.port_range[0])
         try:
             raw = self.table_path.read_bytes()
         except FileNotFoundError:
@@ -192,7 +181,24 @@ class LocalNetwork:
         self._journal_size = os.fstat(self._journal.fileno()).st_size
         if self._journal_size:
             self._read_journal(t, self._journal_size)
+        for port in t.port_owner:  # the home's ports stay its own while it runs (a restart claims them again)
+            self.claims.claim_port(port)
         return t
+
+    def _take_block(self, t: AllocationTable) -> None:
+        """Claim this instance's address block: the one the table's cursor is in (a home keeps its block across
+        restarts), else a free one. A home whose block another home holds now takes a free one for its new
+        addresses; the addresses it has keep theirs."""
+        known = bool(t.addresses) or t.cursor != FIRST_ADDRESS
+        preferred = int(ipaddress.IPv4Address(t.cursor)) >> 16 & 0xFF if known else None
+        block = self.claims.claim_block(preferred, str(self.dir.resolve()))
+        if block is None:
+            block = preferred if preferred is not None else 1
+            log.warning("every loopback address block is held by another home: %s allocates from 127.%d.0.0/16 "
+                        "unclaimed (its addresses may collide with another home's)", self.dir, block)
+        self.block = block
+        self._first = int(ipaddress.IPv4Address(FIRST_ADDRESS if block == 0 else f"127.{block}.0.1"))
+        self._last = int(ipaddress.IPv4Address(f"127.{block}.255.254"))
 
     def _read_journal(self, t: AllocationTable, end: int) -> None:
         """Apply the complete lines between the offset and ``end``; a partial
@@ -281,6 +287,8 @@ class LocalNetwork:
                         f.close()
             self._lock_file = self._journal = None
             self._pid = -1
+            self.claims.close()
+            self.block = None
 
     # ------------------------------------------------------------------ addresses
 
@@ -317,7 +325,7 @@ class LocalNetwork:
         """Give back the owner's address and host ports."""
         with self._transaction() as t:
             t.put("addresses", owner, None)
-            t.put("ports", owner, None)
+            self._put_ports(t, owner, None)
 
     def retain(self, prefix: str, keep: set[str]) -> list[str]:
         """Release every owner starting with ``prefix`` that is not in ``keep``
@@ -325,12 +333,11 @@ class LocalNetwork:
         with self._transaction() as t:
             return self._retain(t, prefix, keep)
 
-    @staticmethod
-    def _retain(t: AllocationTable, prefix: str, keep: set[str]) -> list[str]:
+    def _retain(self, t: AllocationTable, prefix: str, keep: set[str]) -> list[str]:
         gone = sorted({o for o in [*t.addresses, *t.ports] if o.startswith(prefix) and o not in keep})
         for o in gone:
             t.put("addresses", o, None)
-            t.put("ports", o, None)
+            self._put_ports(t, o, None)
         return gone
 
     # ------------------------------------------------------------------ ports
@@ -357,17 +364,26 @@ class LocalNetwork:
             if key in mine:
                 result[key] = mine[key]
                 continue
-            if 0 < declared < 65536 and not taken(declared) and self._bindable(declared, protocol):
+            if 0 < declared < 65536 and not taken(declared) and self._usable(declared, protocol):
                 port = declared
             else:
                 port = self._next_free_port(t, taken, protocol)
             used.add(port)
             result[key] = port
-        t.put("ports", owner, result)
+        self._put_ports(t, owner, result)
         return result
 
-    def _bindable(self, port: int, protocol: str) -> bool:
-        return not self.check_bind or port_free(port, protocol)
+    def _put_ports(self, t: AllocationTable, owner: str, ports: dict[str, int] | None) -> None:
+        """Set (None: drop) the owner's host ports, giving back the machine-wide claims of those it no longer has."""
+        kept = set((ports or {}).values())
+        for port in (t.ports.get(owner) or {}).values():
+            if port not in kept:
+                self.claims.release_port(port)
+        t.put("ports", owner, ports)
+
+    def _usable(self, port: int, protocol: str) -> bool:
+        """Free on the machine: no program binds it and no other home claimed it (the claim is then ours)."""
+        return (not self.check_bind or port_free(port, protocol)) and self.claims.claim_port(port)
 
     def _next_free_port(self, t: AllocationTable, taken: Any, protocol: str) -> int:
         lo, hi = self.port_range
@@ -377,7 +393,7 @@ class LocalNetwork:
             start = lo
         for i in range(span):
             port = lo + (start - lo + i) % span
-            if not taken(port) and self._bindable(port, protocol):
+            if not taken(port) and self._usable(port, protocol):
                 t.set_cursor("portCursor", lo + (port - lo + 1) % span)
                 return port
         raise Invalid([FieldError("spec.ports", "Invalid", f"no free host port left in {lo}-{hi}", None)])
@@ -408,7 +424,7 @@ class LocalNetwork:
         if op == "delete":
             with self._transaction() as t:
                 t.put("addresses", owner, None)
-                t.put("ports", owner, None)
+                self._put_ports(t, owner, None)
                 t.put("published", f"{ns}/{name}", None)
             return obj
         if op not in ("create", "update") or obj is None:
@@ -438,7 +454,11 @@ class LocalNetwork:
             for k in [k for k in t.published if service_owner(*k.partition("/")[::2]) not in owners]:
                 t.put("published", k, None)
             for owner, s in owners.items():
+                had_ports = owner in t.ports
                 readopt(t, owner, s)
+                if not had_ports:
+                    for port in (t.ports.get(owner) or {}).values():
+                        self.claims.claim_port(port)
         return gone
 
     # ------------------------------------------------------------------ hosts file
