@@ -52,6 +52,7 @@ from phalanx.store.store import Store
 log = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT = 2.0  # seconds a stop waits for the job controller's queued rounds
+STOP_TIMEOUT = 10.0  # seconds a stop waits for the stopped components to write what they queued (Events: 5)
 
 
 class EmbeddedCluster:
@@ -210,6 +211,10 @@ class EmbeddedCluster:
         for housekeeper in (self.gc, self.namespaces, self.log_janitor, self.history):
             if housekeeper is not None:
                 await housekeeper.stop()
+        # Each component's run returns once it is stopped, after writing what it had queued (the scheduler's
+        # bindings and Events): waited for before the store closes, then whatever still runs is cancelled.
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT)
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -152,3 +152,29 @@ async def test_the_sink_writes_in_the_background_and_drops_past_its_queue():
     # m0 was being written, m1..m3 filled the queue, m4 and m5 were dropped.
     assert written == ["m0", "m1", "m2", "m3"] and sink.dropped == 2
     await sink.stop()
+
+
+async def test_a_sink_whose_stop_is_cancelled_leaves_no_writer_behind() -> None:
+    """A stop cut short (its task cancelled while it flushes) still ends the writers: none writes after it."""
+    gate = asyncio.Event()
+    written: list[str] = []
+
+    class Slow:
+        async def create(self, obj):
+            await gate.wait()
+            written.append(obj["message"])
+            return {**obj, "metadata": {**obj["metadata"]}}
+
+    sink = EventSink(EventRecorder(Slow(), "test"), workers=2)  # type: ignore[arg-type]
+    p = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", "uid": "u"}}
+    for i in range(10):
+        sink.emit(p, "Normal", "R", f"m{i}")
+    stopping = asyncio.create_task(sink.stop(timeout=30))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    stopping.cancel()
+    await asyncio.gather(stopping, return_exceptions=True)
+    gate.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert written == []  # the writers were ended with the stop, not left to write later

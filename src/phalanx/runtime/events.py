@@ -205,7 +205,8 @@ class EventSink:
             await asyncio.wait_for(self.flush(), timeout)
         except asyncio.TimeoutError:
             log.warning("%s: %d event(s) not written at stop", self.recorder.component, self._queue.qsize())
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        finally:  # also when the stop itself is cancelled: no writer outlives it
+            for t in self._tasks:
+                t.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._tasks = []
