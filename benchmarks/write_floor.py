@@ -1,6 +1,6 @@
 """The control plane's floor per one-pod job: its writes alone, with no reconcile, scheduling or node agent.
 
-Run: ``.venv/bin/python benchmarks/write_floor.py [--jobs 1000] [--runs 3] [--dir /dev/shm]``.
+Run: ``.venv/bin/python benchmarks/write_floor.py [--jobs 1000] [--runs 3] [--dir /dev/shm] [--skip Event]``.
 
 First one real one-pod job (``jobs_1000.one_pod_job``, ``true``) runs through the embedded cluster and every
 store write it causes is recorded (verb, object, trusted or not). Then, on a fresh store as ``cluster.py`` builds
@@ -168,8 +168,11 @@ async def run(writes: list[Write], jobs: int, where: str | None) -> float:
     return cpu / (jobs + 1)
 
 
-async def main(jobs: int, runs: int, where: str | None) -> None:
+async def main(jobs: int, runs: int, where: str | None, skip: list[str]) -> None:
     writes = await capture(where)
+    if skip:  # what the floor would be without some of the writes (a decision on the objects, not a saving)
+        writes = [w for w in writes if w[1] not in skip]
+        print(f"left out: every write of {', '.join(skip)}")
     kinds: dict[str, int] = {}
     for verb, kind, _, _ in writes:
         kinds[f"{verb} {kind}"] = kinds.get(f"{verb} {kind}", 0) + 1
@@ -206,5 +209,7 @@ if __name__ == "__main__":
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", default=None, help="where the homes go (default: the temporary directory)")
+    ap.add_argument("--skip", action="append", default=[], metavar="KIND",
+                    help="replay without this kind's writes (e.g. Event): the floor if the job made none")
     args = ap.parse_args()
-    asyncio.run(main(args.jobs, args.runs, args.dir))
+    asyncio.run(main(args.jobs, args.runs, args.dir, args.skip))

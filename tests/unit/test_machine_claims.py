@@ -1,9 +1,11 @@
 """Machine-wide claims: two homes on one machine never hand out one loopback address or one host port."""
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import logging
+import os
 import subprocess
 import sys
 import textwrap
@@ -171,3 +173,21 @@ def test_a_service_deleted_releases_its_claim_in_the_admission_plugin(tmp_path, 
     a.admission_plugin("delete", None, created)
     assert a.ports_of(service_owner("default", "s")) == {}
     assert b.allocate_ports("x", [("p", 40707, "TCP")]) == {"p": 40707}
+
+
+def test_a_lock_file_this_user_may_not_open_leaves_the_home_uncoordinated_not_refusing_every_port(
+        tmp_path, caplog, monkeypatch):
+    """Another user's file of mode 0600: opening it fails with EACCES, which is not 'every claim is held'."""
+    path = tmp_path / "theirs.lock"
+    real_open = os.open
+
+    def denied(p, *a, **kw):
+        if str(p) == str(path):
+            raise PermissionError(errno.EACCES, "Permission denied", str(p))
+        return real_open(p, *a, **kw)
+
+    monkeypatch.setattr(os, "open", denied)
+    c = MachineClaims(path)
+    with caplog.at_level(logging.WARNING):
+        assert c.claim_port(40708) and c.claim_block(None, "k") is not None
+    assert "machine-wide loopback claims unavailable" in caplog.text

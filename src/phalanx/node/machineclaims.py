@@ -96,15 +96,21 @@ class MachineClaims:
                 return True
             try:
                 fd = self._file()
+            except OSError as e:  # not ours to write (another user's, mode 0600), not a file, ...
+                return self._unavailable(e)
+            try:
                 fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK, kind, os.SEEK_SET, offset, 1, 0))
                 return True
             except OSError as e:
-                if e.errno in (errno.EAGAIN, errno.EACCES):
+                if e.errno in (errno.EAGAIN, errno.EACCES):  # how F_OFD_SETLK says another holds it
                     return False
-                log.warning("machine-wide loopback claims unavailable (%s: %s): this home does not coordinate its "
-                            "addresses and ports with other homes on the machine", self.path, e)
-                self._broken = True
-                return True
+                return self._unavailable(e)
+
+    def _unavailable(self, e: OSError) -> bool:
+        log.warning("machine-wide loopback claims unavailable (%s: %s): this home does not coordinate its "
+                    "addresses and ports with other homes on the machine", self.path, e)
+        self._broken = True
+        return True
 
     # ------------------------------------------------------------------ address blocks
 
