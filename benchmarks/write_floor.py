@@ -110,23 +110,27 @@ def new_store(home: Path) -> Store:
     return store
 
 
-def renamed(arg: Any, i: int) -> Any:
-    return json.loads(json.dumps(arg).replace(NAME, f"j{i:05d}"))
+def renamed(writes: list[Write], i: int) -> list[Write]:
+    """Job ``i``'s copy of the writes, made before the measurement (the renaming is not the control plane's)."""
+    return [(verb, kind, json.loads(json.dumps(arg).replace(NAME, f"j{i:05d}")), trusted)
+            for verb, kind, arg, trusted in writes]
 
 
-def replay_one(store: Store, writes: list[Write], i: int) -> None:
-    for verb, kind, arg, trusted in writes:
-        a = renamed(arg, i)
+def replay_one(store: Store, writes: list[Write]) -> None:
+    held: dict[tuple[str, str], dict] = {}  # each writer's copy: the version and uid it writes over
+    for verb, kind, a, trusted in writes:
         if verb == "bind":
             store.bind(*a)
+            ns, name, _ = a
+            held[(kind, name)] = store.get(kind, name, ns)["metadata"]  # the agent learns it from its watch
         elif verb == "delete":
             store.delete(*a)
         else:
-            if verb != "create":  # the version the writer read is the current one
-                cur = store.get(kind, a["metadata"]["name"], a["metadata"].get("namespace"))
-                a["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
-                a["metadata"]["uid"] = cur["metadata"]["uid"]
-            getattr(store, verb)(a, trusted=trusted)
+            meta = a["metadata"]
+            if verb != "create":
+                last = held[(kind, meta["name"])]
+                meta["resourceVersion"], meta["uid"] = last["resourceVersion"], last["uid"]
+            held[(kind, meta["name"])] = getattr(store, verb)(a, trusted=trusted)["metadata"]
 
 
 async def run(writes: list[Write], jobs: int, where: str | None) -> float:
@@ -145,16 +149,18 @@ async def run(writes: list[Write], jobs: int, where: str | None) -> float:
             await inf.start()
         for inf in infs:
             await inf.wait_synced()
+        copies = [renamed(writes, i) for i in range(jobs)]
+        last_job = renamed([w for w in writes if w[0] != "delete"], jobs)
         proc = psutil.Process()
         t = proc.cpu_times()
         cpu0 = t.user + t.system
-        for i in range(jobs):
-            replay_one(store, writes, i)
+        for i, job_writes in enumerate(copies):
+            replay_one(store, job_writes)
             if i % 20 == 19:
                 await asyncio.sleep(0)  # the informers take their events as the cluster's loop lets them
         # One more job's writes end with its objects of every watched kind alive: each watch has caught up
         # once its cache holds them at their last version.
-        replay_one(store, [w for w in writes if not (w[0] == "delete")], jobs)
+        replay_one(store, last_job)
         last = {(k, o["metadata"]["name"]): o["metadata"]["resourceVersion"]
                 for k in SHARED for o in store.list(k, "default")[0] if o["metadata"]["name"].startswith(f"j{jobs:05d}")}
         while any((inf.get("default", name) or {}).get("metadata", {}).get("resourceVersion") != rv
