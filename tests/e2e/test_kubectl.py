@@ -275,7 +275,10 @@ def test_get_watch_prints_the_seed_columns_and_one_row_per_change(plane):
     assert pg[0] == ["NAME", "STATUS", "MINMEMBER", "RUNNINGS", "AGE", "QUEUE"]
     assert pg[1][:3] in (["pytest", "Pending", "4"], ["pytest", "Inqueue", "4"])
     running = [row for row in pg[1:] if row[1] == "Running"]
-    assert running and running[-1][3] == "4" and running[-1][-1] == "default"
+    # The whole gang ran at once (RUNNINGS 4). A pod that ended before the PodGroup's deletion may bring a last
+    # row of 3, as a scheduler session between the master's end and the job's Succeeded writes it.
+    assert any(len(row) == 6 and row[3] == "4" for row in running), running
+    assert all(row[-1] == "default" for row in running)
 
     po = rows["po"]
     assert po[0] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE",
