@@ -115,13 +115,18 @@ async def exit_to_condition(cluster: EmbeddedCluster, runs: int) -> list[float]:
     return out
 
 
+def bench_cluster(home: Path, max_pods: int) -> EmbeddedCluster:
+    """The benchmark's embedded cluster: one large local node admitting ``max_pods`` pods, SQLite on."""
+    cfg = ClusterConfig(nodes=[NodeConfig("las1", 64, 256 * 1024**3, pods=max_pods)],
+                        agent=AgentSettings(), operator=OperatorSettings())
+    return EmbeddedCluster(home, cfg, persist=True)
+
+
 async def one_run(jobs: int, exit_runs: int, max_pods: int, where: str | None) -> dict:
     """The runtime's ceiling, then one cluster: pod exit -> condition runs, then the burst."""
     ceiling = await container_start.run(CEILING_CONTAINERS, "shimd", CEILING_CONCURRENCY, 5, where)
     with tempfile.TemporaryDirectory(dir=where) as d:
-        cfg = ClusterConfig(nodes=[NodeConfig("las1", 64, 256 * 1024**3, pods=max_pods)],
-                            agent=AgentSettings(), operator=OperatorSettings())
-        cluster = EmbeddedCluster(Path(d), cfg, persist=True)
+        cluster = bench_cluster(Path(d), max_pods)
         await cluster.start()
         try:
             lat = await exit_to_condition(cluster, exit_runs) if exit_runs else []

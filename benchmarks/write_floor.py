@@ -33,8 +33,6 @@ import jobs_1000
 
 from phalanx.api.admission import admit
 from phalanx.client.local import LocalClient
-from phalanx.cluster import EmbeddedCluster
-from phalanx.config import AgentSettings, ClusterConfig, NodeConfig, OperatorSettings
 from phalanx.node import commandcheck
 from phalanx.node.network import LocalNetwork
 from phalanx.objects.clock import Clock
@@ -77,9 +75,7 @@ async def capture(where: str | None) -> list[Write]:
         return call
 
     with tempfile.TemporaryDirectory(dir=where) as d:
-        cfg = ClusterConfig(nodes=[NodeConfig("las1", 64, 256 * 1024**3, pods=1000)],
-                            agent=AgentSettings(), operator=OperatorSettings())
-        cluster = EmbeddedCluster(Path(d), cfg, persist=True)
+        cluster = jobs_1000.bench_cluster(Path(d), 1000)
         await cluster.start()
         for verb in originals:
             setattr(Store, verb, recorder(verb))
@@ -198,9 +194,7 @@ async def main(jobs: int, runs: int, where: str | None, skip: list[str]) -> None
 async def burst(jobs: int, where: str | None) -> float:
     """jobs_1000.py's burst on a fresh embedded cluster: the control plane's CPU per job."""
     with tempfile.TemporaryDirectory(dir=where) as d:
-        cfg = ClusterConfig(nodes=[NodeConfig("las1", 64, 256 * 1024**3, pods=jobs)],
-                            agent=AgentSettings(), operator=OperatorSettings())
-        cluster = EmbeddedCluster(Path(d), cfg, persist=True)
+        cluster = jobs_1000.bench_cluster(Path(d), jobs)
         await cluster.start()
         try:
             _, failed, cpu = await jobs_1000.burst(cluster, jobs)

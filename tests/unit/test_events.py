@@ -129,17 +129,25 @@ def test_build_event_is_pure() -> None:
                                     "apiVersion": "kubeflow.org/v1"}
 
 
+class GatedClient:
+    """An API that takes each Event create only once ``gate`` is set, keeping the messages it wrote."""
+
+    def __init__(self, gate: asyncio.Event) -> None:
+        self.gate = gate
+        self.written: list[str] = []
+
+    async def create(self, obj):
+        await self.gate.wait()
+        self.written.append(obj["message"])
+        return {**obj, "metadata": {**obj["metadata"]}}
+
+
 async def test_the_sink_writes_in_the_background_and_drops_past_its_queue():
     gate = asyncio.Event()
-    written: list[str] = []
+    slow = GatedClient(gate)
+    written = slow.written
 
-    class Slow:
-        async def create(self, obj):
-            await gate.wait()
-            written.append(obj["message"])
-            return {**obj, "metadata": {**obj["metadata"]}}
-
-    sink = EventSink(EventRecorder(Slow(), "test"), workers=1, max_queued=3)  # type: ignore[arg-type]
+    sink = EventSink(EventRecorder(slow, "test"), workers=1, max_queued=3)  # type: ignore[arg-type]
     p = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", "uid": "u"}}
     sink.emit(p, "Normal", "R", "m0")
     for _ in range(3):
@@ -157,15 +165,10 @@ async def test_the_sink_writes_in_the_background_and_drops_past_its_queue():
 async def test_a_sink_whose_stop_is_cancelled_leaves_no_writer_behind() -> None:
     """A stop cut short (its task cancelled while it flushes) still ends the writers: none writes after it."""
     gate = asyncio.Event()
-    written: list[str] = []
+    slow = GatedClient(gate)
+    written = slow.written
 
-    class Slow:
-        async def create(self, obj):
-            await gate.wait()
-            written.append(obj["message"])
-            return {**obj, "metadata": {**obj["metadata"]}}
-
-    sink = EventSink(EventRecorder(Slow(), "test"), workers=2)  # type: ignore[arg-type]
+    sink = EventSink(EventRecorder(slow, "test"), workers=2)  # type: ignore[arg-type]
     p = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", "uid": "u"}}
     for i in range(10):
         sink.emit(p, "Normal", "R", f"m{i}")
